@@ -1,0 +1,244 @@
+// Package apiclient is a typed client for the two read operations of the
+// messaging platform's API: project details by nft name, and the list of
+// messages a project sent. It knows HTTP and the response envelope and
+// nothing about where the data goes.
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Paths of the two operations, relative to the base URL.
+const (
+	DetailsPath = "/platform/api/v1/projects/externalDetail"
+	ListPath    = "/platform/api/v1/messages/list"
+)
+
+// DefaultMaxResponseBytes bounds a response body when Config leaves it zero.
+const DefaultMaxResponseBytes = 256 << 20
+
+// Config describes how to reach the API. BaseURL, ClientID and ClientSecret
+// are required.
+type Config struct {
+	// BaseURL is the scheme and host of the API, e.g. "https://api.example.com".
+	BaseURL string
+	// ClientID and ClientSecret are sent as the client_id and client_secret
+	// headers on every request.
+	ClientID     string
+	ClientSecret string
+	// HTTPClient is shared by all requests; nil means a client from
+	// NewHTTPClient(8). The caller owns it and should reuse one per process.
+	HTTPClient *http.Client
+	// RequestTimeout bounds one request including reading its body; zero
+	// means 30s.
+	RequestTimeout time.Duration
+	// MaxResponseBytes bounds one response body; zero means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+	// UserAgent is sent as the User-Agent header when not empty.
+	UserAgent string
+}
+
+// Client performs the API's operations. It is safe for concurrent use.
+type Client struct {
+	base     *url.URL
+	id       string
+	secret   string
+	http     *http.Client
+	timeout  time.Duration
+	maxBytes int64
+	ua       string
+}
+
+// New validates cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	base, err := ParseBaseURL(cfg.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ClientID == "" {
+		return nil, errors.New("client id is empty")
+	}
+	if cfg.ClientSecret == "" {
+		return nil, errors.New("client secret is empty")
+	}
+	c := &Client{
+		base:     base,
+		id:       cfg.ClientID,
+		secret:   cfg.ClientSecret,
+		http:     cfg.HTTPClient,
+		timeout:  cfg.RequestTimeout,
+		maxBytes: cfg.MaxResponseBytes,
+		ua:       cfg.UserAgent,
+	}
+	if c.http == nil {
+		c.http = NewHTTPClient(8)
+	}
+	if c.timeout <= 0 {
+		c.timeout = 30 * time.Second
+	}
+	if c.maxBytes <= 0 {
+		c.maxBytes = DefaultMaxResponseBytes
+	}
+	return c, nil
+}
+
+// ParseBaseURL checks that s is an absolute http or https URL with a host and
+// no query or fragment, and returns it without a trailing slash.
+func ParseBaseURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("base URL %q: %w", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("base URL %q: scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("base URL %q: no host", s)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("base URL %q: must not carry user info, a query or a fragment", s)
+	}
+	u.Path = trimSlash(u.Path)
+	u.RawPath = ""
+	return u, nil
+}
+
+func trimSlash(p string) string {
+	for len(p) > 0 && p[len(p)-1] == '/' {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+// NewHTTPClient returns an HTTP client whose connection pool keeps enough
+// idle connections for concurrency requests in flight, so a pass reuses
+// connections instead of dialling per request.
+func NewHTTPClient(concurrency int) *http.Client {
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 2 * concurrency
+	t.MaxIdleConnsPerHost = 2 * concurrency
+	t.IdleConnTimeout = 90 * time.Second
+	t.ResponseHeaderTimeout = 0 // the per-request context bounds the whole exchange
+	return &http.Client{Transport: t}
+}
+
+// ProjectDetails returns the project bound to the nft domain name nft.
+func (c *Client) ProjectDetails(ctx context.Context, nft string) (Project, error) {
+	var p Project
+	err := c.get(ctx, DetailsPath, url.Values{"nft_name": {nft}}, false, func(body io.Reader) error {
+		var err error
+		p, err = decodeProject(body)
+		return err
+	})
+	if err != nil {
+		return Project{}, fmt.Errorf("project details of nft %q: %w", nft, err)
+	}
+	return p, nil
+}
+
+// ListMessages streams the messages sent by the project projectID to fn, one
+// at a time, as they are decoded. If ListMessages returns an error, fn may
+// already have seen some messages and the caller must discard them: the
+// envelope that says whether the response succeeded can follow the list.
+func (c *Client) ListMessages(ctx context.Context, projectID int64, fn func(Message) error) error {
+	q := url.Values{"project_id": {strconv.FormatInt(projectID, 10)}}
+	err := c.get(ctx, ListPath, q, true, func(body io.Reader) error {
+		return decodeList(body, fn)
+	})
+	if err != nil {
+		return fmt.Errorf("messages of project %d: %w", projectID, err)
+	}
+	return nil
+}
+
+// get sends one GET and hands a 2xx body to decode, bounded by the request
+// timeout and the response size limit.
+func (c *Client) get(ctx context.Context, path string, q url.Values, jsonContentType bool, decode func(io.Reader) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+
+	u := *c.base
+	u.Path += path
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("build request: %w", err)
+	}
+	// The spec spells these headers in lower case with underscores; setting
+	// the map directly keeps them byte-exact instead of canonicalised.
+	req.Header["client_id"] = []string{c.id}
+	req.Header["client_secret"] = []string{c.secret}
+	if jsonContentType {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.ua != "" {
+		req.Header.Set("User-Agent", c.ua)
+	}
+
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.timeoutErr(ctx, fmt.Errorf("GET %s: %w", path, err))
+	}
+	defer func() {
+		// Drain a little so the connection can be reused; a large unread
+		// remainder is cheaper to drop with the connection.
+		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+		resp.Body.Close()
+	}()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return newStatusError(resp)
+	}
+	body := &limitedReader{r: resp.Body, left: c.maxBytes, limit: c.maxBytes}
+	if err := decode(body); err != nil {
+		return c.timeoutErr(ctx, err)
+	}
+	return nil
+}
+
+// timeoutErr names the request timeout when it, rather than the caller's
+// context, ended the request.
+func (c *Client) timeoutErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no complete response within the request timeout of %s: %w", c.timeout, err)
+	}
+	return err
+}
+
+// ErrResponseTooLarge is returned when a body exceeds the configured limit.
+var ErrResponseTooLarge = errors.New("response body exceeds the size limit")
+
+type limitedReader struct {
+	r     io.Reader
+	left  int64
+	limit int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		// One probe byte tells a body of exactly the limit from a larger one.
+		var probe [1]byte
+		n, err := l.r.Read(probe[:])
+		if n > 0 {
+			return 0, fmt.Errorf("%w of %d bytes", ErrResponseTooLarge, l.limit)
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}

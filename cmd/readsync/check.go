@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sync"
+)
+
+// check reports on the configuration, the API and ClickHouse, one line
+// each, and exits 0 only when all are usable. Configuration errors never
+// reach here: they exit 2 before.
+func (a *app) check(ctx context.Context, skipClickHouse bool) int {
+	names := sync.Names(a.cfg.Schedules)
+	fmt.Fprintf(a.stdout, "config: ok (%s: %d schedules, %d nft names)\n",
+		a.cfg.SchedulesFile, len(a.cfg.Schedules), len(names))
+	code := exitOK
+	if err := a.checkAPI(ctx, names[0]); err != nil {
+		fmt.Fprintf(a.stdout, "api: FAILED: %v\n", err)
+		code = exitFailed
+	}
+	if skipClickHouse {
+		fmt.Fprintln(a.stdout, "clickhouse: skipped (--dry-run)")
+		return code
+	}
+	if err := a.checkClickHouse(ctx); err != nil {
+		fmt.Fprintf(a.stdout, "clickhouse: FAILED: %v\n", err)
+		code = exitFailed
+	}
+	return code
+}
+
+// checkAPI asks for the first configured name's details: it proves the base
+// URL, the credentials and the envelope in one request.
+func (a *app) checkAPI(ctx context.Context, nft string) error {
+	start := time.Now()
+	p, err := a.api.ProjectDetails(ctx, nft)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "api: ok (%s: nft %q is project %d, %s)\n",
+		a.cfg.APIBaseURL, nft, p.ID, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (a *app) checkClickHouse(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	// Connect without migrating: a check must not change the database.
+	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	v, err := ch.Ping(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "clickhouse: ok (server %s, database %q)\n", v, ch.Database())
+	return nil
+}

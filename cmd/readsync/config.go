@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/readsync/readsync/apiclient"
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sync"
+)
+
+// secret is a configuration value that must never be printed. Its String
+// and LogValue hide it, so a config struct that reaches a log line or an
+// error by accident shows nothing.
+type secret string
+
+func (s *secret) EnvDecode(v string) error { *s = secret(v); return nil }
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+func (s secret) GoString() string             { return s.String() }
+func (s secret) LogValue() slog.Value         { return slog.StringValue(s.String()) }
+func (s secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// env is the process environment readsync reads. Every variable is
+// documented in the README; the names are a contract.
+type env struct {
+	APIBaseURL     string        `env:"READSYNC_API_BASE_URL, required"`
+	ClientID       string        `env:"READSYNC_CLIENT_ID, required"`
+	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required"`
+	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN"`
+	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml"`
+	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8"`
+	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s"`
+	LogLevel       string        `env:"READSYNC_LOG_LEVEL, default=info"`
+	LogFormat      string        `env:"READSYNC_LOG_FORMAT"`
+	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC"`
+	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000"`
+}
+
+// config is env validated and parsed, plus the schedules file.
+type config struct {
+	env
+	Location  *time.Location
+	LogLevel  slog.Level
+	DSN       sink.DSN // zero in dry-run mode
+	Schedules []sync.Schedule
+}
+
+// configError is bad configuration or usage: the process exits 2.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{fmt.Errorf(format, args...)}
+}
+
+// loadConfig reads the environment through lookup, validates every value
+// and loads the schedules file. needDSN is false for a dry run, which
+// writes nowhere.
+func loadConfig(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*config, error) {
+	var e env
+	if err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &e, Lookuper: lookup}); err != nil {
+		return nil, &configError{nameVariable(err)}
+	}
+	c := &config{env: e}
+	if err := c.validate(needDSN); err != nil {
+		return nil, err
+	}
+	schedules, err := sync.LoadSchedules(e.SchedulesFile)
+	if err != nil {
+		return nil, configErrorf("READSYNC_SCHEDULES_FILE: %w", err)
+	}
+	c.Schedules = schedules
+	return c, nil
+}
+
+func (c *config) validate(needDSN bool) error {
+	if _, err := apiclient.ParseBaseURL(c.APIBaseURL); err != nil {
+		return configErrorf("READSYNC_API_BASE_URL: %w", err)
+	}
+	if strings.TrimSpace(c.ClientID) == "" {
+		return configErrorf("READSYNC_CLIENT_ID is empty")
+	}
+	if c.ClientSecret == "" {
+		return configErrorf("READSYNC_CLIENT_SECRET is empty")
+	}
+	if c.Concurrency < 1 || c.Concurrency > 1024 {
+		return configErrorf("READSYNC_CONCURRENCY %d: must be between 1 and 1024", c.Concurrency)
+	}
+	if c.RequestTimeout <= 0 {
+		return configErrorf("READSYNC_REQUEST_TIMEOUT %s: must be positive", c.RequestTimeout)
+	}
+	if c.BatchRows < 1 {
+		return configErrorf("READSYNC_BATCH_ROWS %d: must be at least 1", c.BatchRows)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)); err != nil {
+		return configErrorf("READSYNC_LOG_LEVEL %q: must be debug, info, warn or error", c.env.LogLevel)
+	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		return configErrorf("READSYNC_LOG_FORMAT %q: must be text or json", c.LogFormat)
+	}
+	loc, err := time.LoadLocation(c.SourceTimezone)
+	if err != nil {
+		return configErrorf("READSYNC_SOURCE_TIMEZONE %q: %w", c.SourceTimezone, err)
+	}
+	c.Location = loc
+	if c.ClickHouseDSN == "" {
+		if needDSN {
+			return configErrorf("READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse)")
+		}
+		return nil
+	}
+	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
+	if err != nil {
+		return configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
+	}
+	c.DSN = dsn
+	return nil
+}
+
+// nameVariable rewrites envconfig's errors, which name the Go field, to
+// name the environment variable a user sets.
+func nameVariable(err error) error {
+	t := reflect.TypeOf(env{})
+	for i := range t.NumField() {
+		f := t.Field(i)
+		prefix := f.Name + ": "
+		if msg := err.Error(); strings.HasPrefix(msg, prefix) {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			return &renamedError{msg: name + ": " + strings.TrimPrefix(msg, prefix), err: err}
+		}
+	}
+	if errors.Is(err, envconfig.ErrMissingRequired) {
+		return fmt.Errorf("environment: %w", err)
+	}
+	return err
+}
+
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }

@@ -1,0 +1,84 @@
+// Package sink is where synced rows go: ClickHouse tables, created and
+// migrated here and written in large batches, or JSON lines for a dry run.
+// It knows nothing of the upstream API.
+package sink
+
+import "time"
+
+// Project is one row of the projects table.
+type Project struct {
+	ID            int64     `json:"id"`
+	NFT           string    `json:"nft"`
+	Name          string    `json:"name"`
+	Description   string    `json:"description"`
+	Logo          string    `json:"logo"`
+	Type          int64     `json:"type"`
+	WalletAddress string    `json:"wallet_address"`
+	CreateAt      time.Time `json:"create_at"`
+	// Raw is the project record's JSON as the upstream sent it.
+	Raw       string    `json:"raw"`
+	FetchedAt time.Time `json:"fetched_at"`
+	// Version orders writes of one key; the highest wins under FINAL.
+	Version uint64 `json:"version"`
+}
+
+// Message is one row of the messages table.
+type Message struct {
+	ProjectID        int64     `json:"project_id"`
+	ID               int64     `json:"id"`
+	Sender           string    `json:"sender"`
+	RecvGroup        string    `json:"recv_group"`
+	Receivers        []string  `json:"receivers"`
+	Subject          string    `json:"subject"`
+	Type             int64     `json:"type"`
+	IsAllSubscribers bool      `json:"is_all_subscribers"`
+	CreateAt         time.Time `json:"create_at"`
+	FetchedAt        time.Time `json:"fetched_at"`
+	Version          uint64    `json:"version"`
+}
+
+// Snapshot is one row of message_read_snapshots: a message's read
+// statistics as observed for one snapshot time.
+type Snapshot struct {
+	ProjectID  int64     `json:"project_id"`
+	MessageID  int64     `json:"message_id"`
+	SnapshotAt time.Time `json:"snapshot_at"`
+	ReadCount  uint64    `json:"read_count"`
+	Total      uint64    `json:"total"`
+	Percent    float64   `json:"percent"`
+	FetchedAt  time.Time `json:"fetched_at"`
+	Version    uint64    `json:"version"`
+}
+
+// Run is one row of sync_runs: the record of one pass.
+type Run struct {
+	RunID      string    `json:"run_id"`
+	Schedule   string    `json:"schedule"`
+	Trigger    string    `json:"trigger"`
+	SnapshotAt time.Time `json:"snapshot_at"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	NFTTotal   uint64    `json:"nft_total"`
+	NFTOK      uint64    `json:"nft_ok"`
+	NFTFailed  uint64    `json:"nft_failed"`
+	Messages   uint64    `json:"messages"`
+	Status     string    `json:"status"`
+	Error      string    `json:"error"`
+}
+
+// Batch is a set of rows written together: one INSERT per non-empty table.
+type Batch struct {
+	Projects  []Project
+	Messages  []Message
+	Snapshots []Snapshot
+}
+
+// Len is the number of rows in the batch.
+func (b *Batch) Len() int { return len(b.Projects) + len(b.Messages) + len(b.Snapshots) }
+
+// Reset empties the batch, keeping its capacity for the next one.
+func (b *Batch) Reset() {
+	b.Projects = b.Projects[:0]
+	b.Messages = b.Messages[:0]
+	b.Snapshots = b.Snapshots[:0]
+}

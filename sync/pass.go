@@ -1,0 +1,352 @@
+// Package sync runs passes: for each nft name, fetch the project's details
+// and its sent-message list, turn them into rows, and hand the rows of all
+// names to a sink in large shared batches. One failing name never stops the
+// others; every pass leaves a run record.
+package sync
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/readsync/readsync/apiclient"
+	"github.com/readsync/readsync/sink"
+)
+
+// Source is the upstream API as a pass needs it.
+type Source interface {
+	ProjectDetails(ctx context.Context, nft string) (apiclient.Project, error)
+	ListMessages(ctx context.Context, projectID int64, fn func(apiclient.Message) error) error
+}
+
+// Sink is where a pass puts its rows and its run record.
+type Sink interface {
+	Write(ctx context.Context, b *sink.Batch) error
+	RecordRun(ctx context.Context, r sink.Run) error
+}
+
+// Triggers recorded in sync_runs.trigger.
+const (
+	TriggerCron     = "cron"
+	TriggerBackfill = "backfill"
+)
+
+// Run statuses recorded in sync_runs.status.
+const (
+	StatusOK      = "ok"
+	StatusPartial = "partial"
+	StatusFailed  = "failed"
+)
+
+// Defaults for Config fields left zero.
+const (
+	DefaultConcurrency = 8
+	DefaultBatchRows   = 50_000
+)
+
+// Config configures a Syncer. Source and Sink are required.
+type Config struct {
+	Source Source
+	Sink   Sink
+	// Concurrency is how many names are in flight at once.
+	Concurrency int
+	// BatchRows is how many rows are gathered before an INSERT.
+	BatchRows int
+	// Location is the zone the API's create_at times are written in.
+	Location *time.Location
+	Logger   *slog.Logger
+	// Now returns the current time; nil means time.Now.
+	Now func() time.Time
+}
+
+// Syncer runs passes. It is safe to run several passes at once; row
+// versions stay strictly increasing across all of them.
+type Syncer struct {
+	cfg     Config
+	version atomic.Uint64
+}
+
+// New returns a Syncer, filling in defaults for zero fields of cfg.
+func New(cfg Config) *Syncer {
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.BatchRows < 1 {
+		cfg.BatchRows = DefaultBatchRows
+	}
+	if cfg.Location == nil {
+		cfg.Location = time.UTC
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Syncer{cfg: cfg}
+}
+
+// Pass describes one pass.
+type Pass struct {
+	// Names are the nft names to sync; repeats are fetched once.
+	Names []string
+	// Schedule names the schedule the pass runs for, empty for a backfill
+	// over several schedules.
+	Schedule string
+	// Trigger is TriggerCron or TriggerBackfill.
+	Trigger string
+	// SnapshotAt stamps every snapshot row; zero means the pass start. It is
+	// stored in UTC, whole seconds.
+	SnapshotAt time.Time
+}
+
+// NameError is the failure of one nft name in a pass.
+type NameError struct {
+	NFT string
+	Err error
+}
+
+func (e NameError) Error() string { return fmt.Sprintf("nft %q: %v", e.NFT, e.Err) }
+
+// Unwrap returns the cause.
+func (e NameError) Unwrap() error { return e.Err }
+
+// Report is the outcome of a pass.
+type Report struct {
+	// Run is the record written to sync_runs.
+	Run sink.Run
+	// Failed lists the names that failed, in the order they failed.
+	Failed []NameError
+	// Rows counts rows written across all tables.
+	Rows int
+}
+
+// nextVersion returns a version larger than any returned before, from the
+// clock in nanoseconds, so two writes of one key within a second still
+// order correctly.
+func (s *Syncer) nextVersion() uint64 {
+	for {
+		last := s.version.Load()
+		v := uint64(s.cfg.Now().UnixNano())
+		if v <= last {
+			v = last + 1
+		}
+		if s.version.CompareAndSwap(last, v) {
+			return v
+		}
+	}
+}
+
+// Run executes one pass and records it. Failures of single names are in the
+// report, never returned; the error is for a run record that could not be
+// written.
+func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
+	started := s.cfg.Now().UTC()
+	snapshotAt := p.SnapshotAt
+	if snapshotAt.IsZero() {
+		snapshotAt = started
+	}
+	snapshotAt = snapshotAt.UTC().Truncate(time.Second)
+	names := dedupe(p.Names)
+	runID := uuid.Must(uuid.NewV7()).String()
+	log := s.cfg.Logger.With("run_id", runID, "schedule", p.Schedule, "trigger", p.Trigger)
+	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
+
+	w := &writer{sink: s.cfg.Sink, limit: s.cfg.BatchRows, log: log}
+	for r := range s.fetchAll(ctx, names, snapshotAt, log) {
+		w.add(ctx, r)
+	}
+	w.flush(ctx)
+
+	rep := Report{Failed: w.failed, Rows: w.rows}
+	rep.Run = sink.Run{
+		RunID:      runID,
+		Schedule:   p.Schedule,
+		Trigger:    p.Trigger,
+		SnapshotAt: snapshotAt,
+		StartedAt:  started.Truncate(time.Second),
+		FinishedAt: s.cfg.Now().UTC().Truncate(time.Second),
+		NFTTotal:   uint64(len(names)),
+		NFTFailed:  uint64(len(w.failed)),
+		NFTOK:      uint64(len(names) - len(w.failed)),
+		Messages:   uint64(w.snapshots),
+	}
+	rep.Run.Status, rep.Run.Error = status(len(names), w.failed)
+	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
+		"rows", rep.Rows, "duration", time.Since(started).Round(time.Millisecond))
+
+	// The record is written even when the pass was cancelled: a pass that
+	// left no trace is the hardest kind to debug.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.cfg.Sink.RecordRun(rctx, rep.Run); err != nil {
+		return rep, fmt.Errorf("record run %s: %w", runID, err)
+	}
+	return rep, nil
+}
+
+// result is one name's rows, or why there are none.
+type result struct {
+	nft  string
+	rows sink.Batch
+	err  error
+}
+
+// fetchAll fetches names with bounded concurrency and delivers one result
+// per name. The channel is closed when every name is done.
+func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.Time, log *slog.Logger) <-chan result {
+	n := s.cfg.Concurrency
+	jobs := make(chan string)
+	out := make(chan result, n)
+	var g errgroup.Group
+	g.Go(func() error {
+		defer close(jobs)
+		for _, name := range names {
+			jobs <- name
+		}
+		return nil
+	})
+	for range n {
+		g.Go(func() error {
+			for name := range jobs {
+				out <- s.fetchName(ctx, name, snapshotAt, log.With("nft", name))
+			}
+			return nil
+		})
+	}
+	go func() {
+		_ = g.Wait()
+		close(out)
+	}()
+	return out
+}
+
+// fetchName fetches one project and its messages and builds their rows.
+func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time, log *slog.Logger) result {
+	if err := ctx.Err(); err != nil {
+		return result{nft: nft, err: fmt.Errorf("pass ended before this name was fetched: %w", err)}
+	}
+	start := s.cfg.Now()
+	version := s.nextVersion()
+	p, err := s.cfg.Source.ProjectDetails(ctx, nft)
+	if err != nil {
+		return result{nft: nft, err: err}
+	}
+	b := newRowBuilder(s.cfg.Location, snapshotAt, start, version)
+	r := result{nft: nft}
+	r.rows.Projects = append(r.rows.Projects, b.project(p))
+	err = s.cfg.Source.ListMessages(ctx, p.ID, func(m apiclient.Message) error {
+		r.rows.Messages = append(r.rows.Messages, b.message(p.ID, m))
+		if snap, ok := b.snapshot(p.ID, m); ok {
+			r.rows.Snapshots = append(r.rows.Snapshots, snap)
+		}
+		return nil
+	})
+	if err != nil {
+		return result{nft: nft, err: err}
+	}
+	if p.NFT != nft {
+		log.Warn("project nft differs from the name asked for", "project_nft", p.NFT)
+	}
+	b.logWarnings(log)
+	log.Debug("name fetched", "project_id", p.ID, "messages", len(r.rows.Messages),
+		"duration", time.Since(start).Round(time.Millisecond))
+	return r
+}
+
+// writer gathers the rows of many names into one batch and writes it when
+// it is full, so a pass makes a few large INSERTs rather than one per name.
+type writer struct {
+	sink      Sink
+	limit     int
+	log       *slog.Logger
+	batch     sink.Batch
+	pending   []string // names whose rows are in batch
+	failed    []NameError
+	rows      int
+	snapshots int
+}
+
+func (w *writer) add(ctx context.Context, r result) {
+	if r.err != nil {
+		w.fail(r.nft, r.err)
+		return
+	}
+	w.batch.Projects = append(w.batch.Projects, r.rows.Projects...)
+	w.batch.Messages = append(w.batch.Messages, r.rows.Messages...)
+	w.batch.Snapshots = append(w.batch.Snapshots, r.rows.Snapshots...)
+	w.pending = append(w.pending, r.nft)
+	if w.batch.Len() >= w.limit {
+		w.flush(ctx)
+	}
+}
+
+// flush writes the batch. A failed write fails every name in it: their
+// snapshots are not stored, and the run record must say so.
+func (w *writer) flush(ctx context.Context) {
+	if len(w.pending) == 0 {
+		return
+	}
+	n, snaps := w.batch.Len(), len(w.batch.Snapshots)
+	if err := w.sink.Write(ctx, &w.batch); err != nil {
+		err = fmt.Errorf("write rows: %w", err)
+		for _, nft := range w.pending {
+			w.fail(nft, err)
+		}
+	} else {
+		w.rows += n
+		w.snapshots += snaps
+		w.log.Debug("batch written", "rows", n, "names", len(w.pending))
+	}
+	w.batch.Reset()
+	w.pending = w.pending[:0]
+}
+
+func (w *writer) fail(nft string, err error) {
+	w.failed = append(w.failed, NameError{NFT: nft, Err: err})
+	w.log.Error("name failed", "nft", nft, "err", err)
+}
+
+// status summarises a pass for sync_runs: its status and, when names
+// failed, an error text naming the first few.
+func status(total int, failed []NameError) (string, string) {
+	if len(failed) == 0 {
+		return StatusOK, ""
+	}
+	st := StatusPartial
+	if len(failed) == total {
+		st = StatusFailed
+	}
+	const show = 3
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d names failed: ", len(failed), total)
+	for i, f := range failed {
+		if i == show {
+			fmt.Fprintf(&b, "; and %d more", len(failed)-show)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(f.Error())
+	}
+	return st, b.String()
+}
+
+func dedupe(names []string) []string {
+	out := make([]string, 0, len(names))
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,181 @@
+package sync
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/robfig/cron/v3"
+)
+
+// Schedule is one entry of schedules.yaml: a cron expression and the nft
+// names a pass on it walks.
+type Schedule struct {
+	Name     string
+	Cron     string
+	NFTNames []string
+	// Spec is Cron parsed.
+	Spec cron.Schedule
+}
+
+// CronParser is the parser schedules are validated and run with: five
+// fields, descriptors such as @hourly and @every 10m, and an optional
+// CRON_TZ= prefix.
+func CronParser() cron.Parser {
+	return cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+}
+
+// LoadSchedules reads and validates the schedules file at path. Errors name
+// the file and, where one is at fault, the schedule.
+func LoadSchedules(path string) ([]Schedule, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("schedules file: %w", err)
+	}
+	s, err := ParseSchedules(data)
+	if err != nil {
+		return nil, fmt.Errorf("schedules file %s: %w", path, err)
+	}
+	return s, nil
+}
+
+var scheduleKeys = []string{"name", "cron", "nft_names"}
+
+// ParseSchedules decodes and validates a schedules document. Unknown keys,
+// a missing or empty schedules list, empty or duplicate schedule names,
+// invalid cron expressions and empty nft_names lists are errors.
+func ParseSchedules(data []byte) ([]Schedule, error) {
+	var doc struct {
+		Schedules []map[string]any `yaml:"schedules"`
+	}
+	if err := yaml.UnmarshalWithOptions(data, &doc, yaml.Strict()); err != nil {
+		return nil, &yamlError{err}
+	}
+	if len(doc.Schedules) == 0 {
+		return nil, errors.New("no schedules: the file needs a non-empty \"schedules\" list")
+	}
+	out := make([]Schedule, 0, len(doc.Schedules))
+	seen := make(map[string]int, len(doc.Schedules))
+	parser := CronParser()
+	for i, raw := range doc.Schedules {
+		s, err := parseSchedule(raw, i, parser)
+		if err != nil {
+			return nil, err
+		}
+		if j, dup := seen[s.Name]; dup {
+			return nil, fmt.Errorf("schedule %q (schedules[%d]): name already used by schedules[%d]", s.Name, i, j)
+		}
+		seen[s.Name] = i
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func parseSchedule(raw map[string]any, i int, parser cron.Parser) (Schedule, error) {
+	where := fmt.Sprintf("schedules[%d]", i)
+	name, err := stringField(raw, "name")
+	if err != nil {
+		return Schedule{}, fmt.Errorf("%s: %w", where, err)
+	}
+	if strings.TrimSpace(name) == "" {
+		return Schedule{}, fmt.Errorf("%s: name is missing or empty", where)
+	}
+	where = fmt.Sprintf("schedule %q (%s)", name, where)
+	if err := unknownKeys(raw); err != nil {
+		return Schedule{}, fmt.Errorf("%s: %w", where, err)
+	}
+	expr, err := stringField(raw, "cron")
+	if err != nil {
+		return Schedule{}, fmt.Errorf("%s: %w", where, err)
+	}
+	if strings.TrimSpace(expr) == "" {
+		return Schedule{}, fmt.Errorf("%s: cron is missing or empty", where)
+	}
+	spec, err := parser.Parse(expr)
+	if err != nil {
+		return Schedule{}, fmt.Errorf("%s: cron %q: %w", where, expr, err)
+	}
+	names, err := nftNames(raw["nft_names"])
+	if err != nil {
+		return Schedule{}, fmt.Errorf("%s: %w", where, err)
+	}
+	return Schedule{Name: name, Cron: expr, NFTNames: names, Spec: spec}, nil
+}
+
+func unknownKeys(raw map[string]any) error {
+	var unknown []string
+	for k := range raw {
+		if !slices.Contains(scheduleKeys, k) {
+			unknown = append(unknown, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Strings(unknown)
+	return fmt.Errorf("unknown key %s (known: %s)", strings.Join(unknown, ", "), strings.Join(scheduleKeys, ", "))
+}
+
+func stringField(raw map[string]any, key string) (string, error) {
+	v, ok := raw[key]
+	if !ok || v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%s must be a string, found %v (quote it)", key, v)
+	}
+	return s, nil
+}
+
+// nftNames validates a schedule's names, keeping their order and dropping
+// repeats. Names are kept byte for byte: spaces and any Unicode are valid.
+func nftNames(v any) ([]string, error) {
+	list, ok := v.([]any)
+	if v != nil && !ok {
+		return nil, fmt.Errorf("nft_names must be a list, found %v", v)
+	}
+	if len(list) == 0 {
+		return nil, errors.New("nft_names is missing or empty")
+	}
+	names := make([]string, 0, len(list))
+	seen := make(map[string]bool, len(list))
+	for i, item := range list {
+		s, ok := item.(string)
+		if !ok {
+			return nil, fmt.Errorf("nft_names[%d] must be a string, found %v (quote it)", i, item)
+		}
+		if strings.TrimSpace(s) == "" {
+			return nil, fmt.Errorf("nft_names[%d] is empty", i)
+		}
+		if !seen[s] {
+			seen[s] = true
+			names = append(names, s)
+		}
+	}
+	return names, nil
+}
+
+// Names returns every nft name of the schedules once, in the order first
+// listed, so that a name several schedules share is fetched once a pass.
+func Names(schedules []Schedule) []string {
+	var all []string
+	for _, s := range schedules {
+		all = append(all, s.NFTNames...)
+	}
+	return dedupe(all)
+}
+
+// yamlError keeps a YAML error to one line (position and message) instead
+// of the library's multi-line source excerpt, which would break log lines.
+type yamlError struct{ err error }
+
+func (e *yamlError) Error() string {
+	return "invalid YAML: " + strings.TrimSpace(yaml.FormatError(e.err, false, false))
+}
+
+func (e *yamlError) Unwrap() error { return e.err }
