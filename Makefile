@@ -1,0 +1,53 @@
+# readsync: `make demo` runs the whole job locally; `make test` runs every test.
+SHELL   := /bin/bash
+GO      ?= go
+BIN     := bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# How long `make test` runs each fuzz target; `make fuzz FUZZTIME=5m` digs deeper.
+FUZZTIME ?= 3s
+FUZZ_TARGETS := ./apiclient:FuzzDecodeList ./apiclient:FuzzDecodeProject ./sync:FuzzParsePercent ./sync:FuzzParseSourceTime
+
+.PHONY: all build test lint unit fuzz demo clickhouse clickhouse-stop clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/readsync ./cmd/readsync
+	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
+
+## test: formatting, vet, unit and integration tests against a real ClickHouse, brief fuzzing.
+test: lint unit fuzz
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# The integration tests need ClickHouse: scripts/clickhouse.sh starts a private
+# server (installing Debian's package when it may) or uses READSYNC_TEST_CLICKHOUSE_DSN.
+unit:
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse; see the message above" >&2; exit 1; }; \
+	echo "ClickHouse for the tests: $$dsn"; \
+	READSYNC_TEST_CLICKHOUSE_DSN=$$dsn READSYNC_REQUIRE_CLICKHOUSE=1 $(GO) test -race -count=1 ./...
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
+		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+	done
+
+## demo: fake upstream + local ClickHouse + three backfills + a read-trend table.
+demo: build
+	@scripts/demo.sh
+
+clickhouse:
+	@scripts/clickhouse.sh ensure
+
+clickhouse-stop:
+	@scripts/clickhouse.sh stop
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,52 @@
+package apiclient
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeList checks that no body makes the list decoder panic, and that
+// a body it accepts yields messages only when the envelope says success.
+func FuzzDecodeList(f *testing.F) {
+	for _, seed := range []string{
+		`{"code":1,"data":{"list":[{"id":1,"read_data":{"percent":"50.00%","read_count":1,"total":2}}]},"msg":"Process success","success":true}`,
+		`{"data":{"list":null},"code":1,"success":true}`,
+		`{"code":0,"data":{},"msg":"Process failed","success":false}`,
+		`{"code":1,"data":{"list":[{"id":9223372036854775807,"receivers":["a","\u0000"]}]},"success":true}`,
+		`{"code":1,"data":{"list":[{"id":1}`,
+		`<html>502</html>`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		err := decodeList(strings.NewReader(body), func(Message) error { return nil })
+		if err != nil {
+			return
+		}
+		var env struct {
+			Code    json.Number `json:"code"`
+			Success bool        `json:"success"`
+		}
+		if jerr := json.Unmarshal([]byte(body), &env); jerr != nil || env.Code != "1" || !env.Success {
+			t.Fatalf("accepted a body that is not a success envelope (%v, %+v): %q", jerr, env, body)
+		}
+	})
+}
+
+// FuzzDecodeProject checks that no body makes the details decoder panic and
+// that an accepted record always has an id and keeps its raw JSON.
+func FuzzDecodeProject(f *testing.F) {
+	f.Add(`{"code":1,"data":{"id":1,"nft":"a.eth","x":[1]},"msg":"Process success","success":true}`)
+	f.Add(`{"code":0,"data":{},"msg":"Process failed","success":false}`)
+	f.Add(`{"code":1,"data":{"id":1.0},"success":true}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		p, err := decodeProject(strings.NewReader(body))
+		if err != nil {
+			return
+		}
+		if p.ID == 0 || len(p.Raw) == 0 {
+			t.Fatalf("accepted record without id or raw: %+v", p)
+		}
+	})
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sethvargo/go-envconfig"
+)
+
+// baseEnv is a valid environment; tests change one variable at a time.
+func baseEnv() map[string]string {
+	return map[string]string{
+		"READSYNC_API_BASE_URL":   "http://127.0.0.1:1",
+		"READSYNC_CLIENT_ID":      "1001",
+		"READSYNC_CLIENT_SECRET":  "s3cr3t-value",
+		"READSYNC_CLICKHOUSE_DSN": "clickhouse://default:pa55word@127.0.0.1:1/readsync",
+		"READSYNC_SCHEDULES_FILE": "testdata/schedules.yaml",
+	}
+}
+
+func runWith(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, envconfig.MapLookuper(env), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+func TestConfigErrorsExit2(t *testing.T) {
+	tests := []struct {
+		name string
+		set  map[string]string // "" deletes
+		args []string
+		want string
+	}{
+		{"missing base url", map[string]string{"READSYNC_API_BASE_URL": ""}, []string{"--backfill"}, "READSYNC_API_BASE_URL"},
+		{"base url without scheme", map[string]string{"READSYNC_API_BASE_URL": "api.example.com"}, []string{"--backfill"}, `READSYNC_API_BASE_URL: base URL "api.example.com": scheme must be http or https`},
+		{"base url ftp", map[string]string{"READSYNC_API_BASE_URL": "ftp://x"}, []string{"--backfill"}, "READSYNC_API_BASE_URL"},
+		{"missing client id", map[string]string{"READSYNC_CLIENT_ID": ""}, []string{"--backfill"}, "READSYNC_CLIENT_ID"},
+		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "READSYNC_CLIENT_SECRET"},
+		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN is required"},
+		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN: scheme \"http\""},
+		{"concurrency not a number", map[string]string{"READSYNC_CONCURRENCY": "many"}, []string{"--backfill"}, `READSYNC_CONCURRENCY: strconv.ParseInt: parsing "many"`},
+		{"concurrency zero", map[string]string{"READSYNC_CONCURRENCY": "0"}, []string{"--backfill"}, "READSYNC_CONCURRENCY 0: must be between 1 and 1024"},
+		{"timeout not a duration", map[string]string{"READSYNC_REQUEST_TIMEOUT": "30"}, []string{"--backfill"}, `READSYNC_REQUEST_TIMEOUT: time: missing unit in duration "30"`},
+		{"timeout negative", map[string]string{"READSYNC_REQUEST_TIMEOUT": "-1s"}, []string{"--backfill"}, "READSYNC_REQUEST_TIMEOUT -1s: must be positive"},
+		{"log level", map[string]string{"READSYNC_LOG_LEVEL": "verbose"}, []string{"--backfill"}, `READSYNC_LOG_LEVEL "verbose"`},
+		{"log format", map[string]string{"READSYNC_LOG_FORMAT": "xml"}, []string{"--backfill"}, `READSYNC_LOG_FORMAT "xml"`},
+		{"timezone", map[string]string{"READSYNC_SOURCE_TIMEZONE": "Mars/Olympus"}, []string{"--backfill"}, `READSYNC_SOURCE_TIMEZONE "Mars/Olympus"`},
+		{"batch rows", map[string]string{"READSYNC_BATCH_ROWS": "0"}, []string{"--backfill"}, "READSYNC_BATCH_ROWS 0"},
+		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
+		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
+		{"unknown flag", nil, []string{"--backfil"}, "flag provided but not defined: -backfil"},
+		{"stray argument", nil, []string{"--backfill", "alice.dmail"}, `unexpected argument "alice.dmail"`},
+		{"schedule without backfill", nil, []string{"--schedule", "hourly"}, "--schedule needs --backfill"},
+		{"nft without backfill", nil, []string{"--nft", "a"}, "--nft needs --backfill"},
+		{"dry-run without backfill", nil, []string{"--dry-run"}, "--dry-run needs --backfill"},
+		{"schedule and nft", nil, []string{"--backfill", "--schedule", "hourly", "--nft", "a"}, "--schedule and --nft"},
+		{"backfill and check", nil, []string{"--backfill", "--check"}, "separate modes"},
+		{"empty nft item", nil, []string{"--backfill", "--nft", "a,,b"}, `invalid value "a,,b" for flag -nft: empty name`},
+		{"snapshot-at not rfc3339", nil, []string{"--backfill", "--snapshot-at", "2026-01-01 00:00:00"}, "invalid value \"2026-01-01 00:00:00\" for flag -snapshot-at"},
+		{"snapshot-at fraction", nil, []string{"--backfill", "--snapshot-at", "2026-01-01T00:00:00.5Z"}, "whole seconds"},
+		{"snapshot-at before 1970", nil, []string{"--backfill", "--snapshot-at", "1969-01-01T00:00:00Z"}, "1970 to 2106"},
+		{"unknown schedule", nil, []string{"--backfill", "--schedule", "weekly"}, `--schedule "weekly": no such schedule in testdata/schedules.yaml (have "hourly", "every-ten", "shanghai")`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := baseEnv()
+			for k, v := range tt.set {
+				if v == "" {
+					delete(env, k)
+				} else {
+					env[k] = v
+				}
+			}
+			code, stdout, stderr := runWith(t, env, tt.args...)
+			if code != exitConfig {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, exitConfig, stderr)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr does not contain %q:\n%s", tt.want, stderr)
+			}
+			for _, secret := range []string{"s3cr3t-value", "pa55word"} {
+				if strings.Contains(stdout+stderr, secret) {
+					t.Errorf("output leaks a secret:\n%s%s", stdout, stderr)
+				}
+			}
+		})
+	}
+}
+
+func TestDryRunNeedsNoDSN(t *testing.T) {
+	env := baseEnv()
+	delete(env, "READSYNC_CLICKHOUSE_DSN")
+	cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(env), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Concurrency != 8 || cfg.RequestTimeout.String() != "30s" || cfg.LogLevel.String() != "INFO" || cfg.Location.String() != "UTC" {
+		t.Errorf("defaults not applied: %+v", cfg.env)
+	}
+}
+
+func TestSecretNeverPrints(t *testing.T) {
+	s := secret("hunter2")
+	for _, got := range []string{s.String(), s.GoString(), s.LogValue().String()} {
+		if strings.Contains(got, "hunter2") {
+			t.Errorf("secret printed as %q", got)
+		}
+	}
+	var b bytes.Buffer
+	log := newLogger(&b, -4, "json")
+	log.Info("config", "secret", s, "env", env{ClientSecret: s})
+	if strings.Contains(b.String(), "hunter2") {
+		t.Errorf("log leaks the secret: %s", b.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := runWith(t, map[string]string{}, "--version")
+	if code != exitOK || !strings.HasPrefix(stdout, "readsync ") {
+		t.Errorf("--version: exit %d, output %q", code, stdout)
+	}
+}
