@@ -1,0 +1,134 @@
+package sync_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readsync/readsync/apiclient"
+	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sync"
+)
+
+// memSink keeps what a pass writes; failWrites makes the first n writes fail.
+type memSink struct {
+	batches    []sink.Batch
+	runs       []sink.Run
+	failWrites int
+}
+
+func (m *memSink) Write(_ context.Context, b *sink.Batch) error {
+	if m.failWrites > 0 {
+		m.failWrites--
+		return errors.New("server unavailable")
+	}
+	m.batches = append(m.batches, sink.Batch{
+		Projects:  append([]sink.Project(nil), b.Projects...),
+		Messages:  append([]sink.Message(nil), b.Messages...),
+		Snapshots: append([]sink.Snapshot(nil), b.Snapshots...),
+	})
+	return nil
+}
+
+func (m *memSink) RecordRun(_ context.Context, r sink.Run) error {
+	m.runs = append(m.runs, r)
+	return nil
+}
+
+func newSyncer(t *testing.T, out sync.Sink, batchRows int, projects ...apitest.Project) (*sync.Syncer, *apitest.Server) {
+	t.Helper()
+	srv := apitest.NewServer(apitest.WithProjects(projects...))
+	t.Cleanup(srv.Close)
+	api, err := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sync.New(sync.Config{Source: api, Sink: out, Concurrency: 1, BatchRows: batchRows}), srv
+}
+
+func TestFailedWriteFailsItsBatchOnly(t *testing.T) {
+	projects := apitest.Generate(4, 1, 3) // 3 rows a name
+	out := &memSink{failWrites: 1}
+	s, _ := newSyncer(t, out, 6, projects...)
+	var names []string
+	for _, p := range projects {
+		names = append(names, p.NFT)
+	}
+	rep, err := s.Run(context.Background(), sync.Pass{Names: names, Trigger: sync.TriggerBackfill})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Concurrency 1 keeps the order: the first batch (names 0 and 1) fails.
+	if len(rep.Failed) != 2 || rep.Failed[0].NFT != names[0] || rep.Failed[1].NFT != names[1] {
+		t.Fatalf("failed %v, want the first batch's two names", rep.Failed)
+	}
+	if !strings.Contains(rep.Failed[0].Error(), "write rows: server unavailable") {
+		t.Errorf("failure does not carry the write error: %v", rep.Failed[0])
+	}
+	if len(out.batches) != 1 || len(out.batches[0].Snapshots) != 2 {
+		t.Errorf("written batches %d, want one with the last two names", len(out.batches))
+	}
+	r := out.runs[0]
+	if r.Status != sync.StatusPartial || r.NFTOK != 2 || r.NFTFailed != 2 || r.Messages != 2 {
+		t.Errorf("run record %+v", r)
+	}
+}
+
+func TestPassDefaultsAndDedupe(t *testing.T) {
+	p := apitest.Project{ID: 5, NFT: "a.eth", Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 1, Percent: "100.00%"}}}
+	out := &memSink{}
+	s, srv := newSyncer(t, out, 0, p)
+	before := time.Now().UTC().Truncate(time.Second)
+	rep, err := s.Run(context.Background(), sync.Pass{Names: []string{"a.eth", "a.eth", "a.eth"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.RequestCount(apitest.DetailPath); n != 1 {
+		t.Errorf("a repeated name was fetched %d times", n)
+	}
+	snap := out.batches[0].Snapshots[0]
+	if snap.SnapshotAt.Before(before) || snap.SnapshotAt.Nanosecond() != 0 || snap.SnapshotAt.Location() != time.UTC {
+		t.Errorf("default snapshot_at %v: want the pass start, UTC, whole seconds", snap.SnapshotAt)
+	}
+	if rep.Run.Status != sync.StatusOK || rep.Run.NFTTotal != 1 || rep.Run.RunID == "" {
+		t.Errorf("run %+v", rep.Run)
+	}
+}
+
+func TestVersionsGrowAcrossPasses(t *testing.T) {
+	p := apitest.Project{ID: 5, NFT: "a.eth", Messages: []apitest.Message{{ID: 1, Percent: "0.00%"}}}
+	out := &memSink{}
+	fixed := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	srv := apitest.NewServer(apitest.WithProjects(p))
+	t.Cleanup(srv.Close)
+	api, _ := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	// A clock that never moves: versions must still grow.
+	s := sync.New(sync.Config{Source: api, Sink: out, Now: func() time.Time { return fixed }})
+	for i := 0; i < 3; i++ {
+		if _, err := s.Run(context.Background(), sync.Pass{Names: []string{"a.eth"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 1; i < len(out.batches); i++ {
+		if out.batches[i].Snapshots[0].Version <= out.batches[i-1].Snapshots[0].Version {
+			t.Fatalf("version did not grow: %d then %d", out.batches[i-1].Snapshots[0].Version, out.batches[i].Snapshots[0].Version)
+		}
+	}
+}
+
+func TestCancelledPassFailsRemainingNames(t *testing.T) {
+	out := &memSink{}
+	s, _ := newSyncer(t, out, 0, apitest.Generate(3, 1, 1)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := s.Run(ctx, sync.Pass{Names: []string{"x", "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failed) != 2 || rep.Run.Status != sync.StatusFailed || len(out.runs) != 1 {
+		t.Errorf("cancelled pass: failed %v, status %s, runs recorded %d", rep.Failed, rep.Run.Status, len(out.runs))
+	}
+}
