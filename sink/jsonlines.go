@@ -11,8 +11,9 @@ import (
 
 // JSONLines prints rows as JSON lines instead of storing them, for
 // --dry-run. Each line is an object with a "table" key naming the table the
-// row would go to and the row's columns beside it. It is safe for concurrent
-// use; Flush must be called before the writer is closed.
+// row would go to and the row itself under "row". Every call flushes, so
+// the output is complete whenever a call returns. It is safe for concurrent
+// use.
 type JSONLines struct {
 	mu  sync.Mutex
 	w   *bufio.Writer

@@ -179,7 +179,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	}
 	rep.Run.Status, rep.Run.Error = status(len(names), w.failed)
 	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
-		"rows", rep.Rows, "duration", time.Since(started).Round(time.Millisecond))
+		"rows", rep.Rows, "duration_ms", time.Since(started).Milliseconds())
 
 	// The record is written even when the pass was cancelled: a pass that
 	// left no trace is the hardest kind to debug.
@@ -256,7 +256,7 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	}
 	b.logWarnings(log)
 	log.Debug("name fetched", "project_id", p.ID, "messages", len(r.rows.Messages),
-		"duration", time.Since(start).Round(time.Millisecond))
+		"duration_ms", time.Since(start).Milliseconds())
 	return r
 }
 

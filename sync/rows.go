@@ -70,15 +70,15 @@ func (b *rowBuilder) project(p apiclient.Project) sink.Project {
 		Type:          p.Type,
 		WalletAddress: p.WalletAddress,
 		CreateAt:      b.time("project create_at unusable, stored as 1970-01-01 00:00:00", p.ID, p.CreateAt),
-		Raw:           string(compactOrRaw(p.Raw)),
+		Raw:           string(rawOrEmpty(p.Raw)),
 		FetchedAt:     b.fetchedAt,
 		Version:       b.version,
 	}
 }
 
-// compactOrRaw keeps the record as received; it only guards against an
+// rawOrEmpty keeps the record as received; it only guards against an
 // absent record, which would otherwise store an empty string.
-func compactOrRaw(raw json.RawMessage) json.RawMessage {
+func rawOrEmpty(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 {
 		return json.RawMessage("{}")
 	}

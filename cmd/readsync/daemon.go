@@ -54,7 +54,7 @@ func (a *app) daemon(ctx context.Context) int {
 	a.log.Info("daemon started", "schedules", len(a.cfg.Schedules), "version", version)
 
 	<-ctx.Done()
-	a.log.Info("shutting down: no new passes; waiting for a running pass", "grace", shutdownGrace)
+	a.log.Info("shutting down: no new passes; waiting for a running pass", "grace", shutdownGrace.String())
 	stopped := c.Stop()
 	select {
 	case <-stopped.Done():
