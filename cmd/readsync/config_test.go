@@ -123,3 +123,17 @@ func TestVersion(t *testing.T) {
 		t.Errorf("--version: exit %d, output %q", code, stdout)
 	}
 }
+
+func TestCronLoggerSurfacesSkips(t *testing.T) {
+	var b bytes.Buffer
+	l := cronLogger{newLogger(&b, 0, "json")}
+	l.Info("wake", "now", 1)
+	l.Info("skip")
+	out := b.String()
+	if strings.Contains(out, "wake") {
+		t.Errorf("scheduler chatter logged at info: %s", out)
+	}
+	if !strings.Contains(out, `"level":"WARN","msg":"pass skipped`) {
+		t.Errorf("a skipped tick is not logged as a warning: %s", out)
+	}
+}

@@ -92,6 +92,11 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 type cronLogger struct{ log *slog.Logger }
 
 func (l cronLogger) Info(msg string, kv ...any) {
+	if msg == "skip" {
+		// SkipIfStillRunning's only message: a tick that was not run.
+		l.log.Warn("pass skipped: the previous pass of this schedule is still running", kv...)
+		return
+	}
 	// The scheduler reports every wake-up at info; that is debug detail here.
 	l.log.Debug("cron: "+msg, kv...)
 }
