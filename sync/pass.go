@@ -158,11 +158,14 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log := s.cfg.Logger.With("run_id", runID, "schedule", p.Schedule, "trigger", p.Trigger)
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
+	// Rows already fetched are written even when the pass is cancelled: a
+	// snapshot not stored is lost for good, and each write has its own bound.
+	wctx := context.WithoutCancel(ctx)
 	w := &writer{sink: s.cfg.Sink, limit: s.cfg.BatchRows, log: log}
 	for r := range s.fetchAll(ctx, names, snapshotAt, log) {
-		w.add(ctx, r)
+		w.add(wctx, r)
 	}
-	w.flush(ctx)
+	w.flush(wctx)
 
 	rep := Report{Failed: w.failed, Rows: w.rows}
 	rep.Run = sink.Run{
@@ -183,7 +186,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 	// The record is written even when the pass was cancelled: a pass that
 	// left no trace is the hardest kind to debug.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(wctx, 10*time.Second)
 	defer cancel()
 	if err := s.cfg.Sink.RecordRun(rctx, rep.Run); err != nil {
 		return rep, fmt.Errorf("record run %s: %w", runID, err)
@@ -260,6 +263,10 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	return r
 }
 
+// writeTimeout bounds one batch write, so a hung database cannot hold a
+// pass forever.
+const writeTimeout = 2 * time.Minute
+
 // writer gathers the rows of many names into one batch and writes it when
 // it is full, so a pass makes a few large INSERTs rather than one per name.
 type writer struct {
@@ -294,6 +301,8 @@ func (w *writer) flush(ctx context.Context) {
 		return
 	}
 	n, snaps := w.batch.Len(), len(w.batch.Snapshots)
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
 	if err := w.sink.Write(ctx, &w.batch); err != nil {
 		err = fmt.Errorf("write rows: %w", err)
 		for _, nft := range w.pending {

@@ -20,7 +20,10 @@ type memSink struct {
 	failWrites int
 }
 
-func (m *memSink) Write(_ context.Context, b *sink.Batch) error {
+func (m *memSink) Write(ctx context.Context, b *sink.Batch) error {
+	if err := ctx.Err(); err != nil {
+		return err // as a database driver would
+	}
 	if m.failWrites > 0 {
 		m.failWrites--
 		return errors.New("server unavailable")
@@ -33,7 +36,10 @@ func (m *memSink) Write(_ context.Context, b *sink.Batch) error {
 	return nil
 }
 
-func (m *memSink) RecordRun(_ context.Context, r sink.Run) error {
+func (m *memSink) RecordRun(ctx context.Context, r sink.Run) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	m.runs = append(m.runs, r)
 	return nil
 }
@@ -130,5 +136,35 @@ func TestCancelledPassFailsRemainingNames(t *testing.T) {
 	}
 	if len(rep.Failed) != 2 || rep.Run.Status != sync.StatusFailed || len(out.runs) != 1 {
 		t.Errorf("cancelled pass: failed %v, status %s, runs recorded %d", rep.Failed, rep.Run.Status, len(out.runs))
+	}
+}
+
+// A pass cancelled while names are in flight still writes the names it had
+// finished fetching.
+func TestCancelledPassWritesFetchedRows(t *testing.T) {
+	projects := apitest.Generate(2, 1, 1)
+	slow := projects[1].NFT
+	srv := apitest.NewServer(apitest.WithProjects(projects...), apitest.WithFault(slow, apitest.Slow(time.Minute)))
+	t.Cleanup(srv.Close)
+	api, _ := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	out := &memSink{}
+	s := sync.New(sync.Config{Source: api, Sink: out, Concurrency: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		for srv.RequestCount(apitest.ListPath) < 1 || srv.RequestCount(apitest.DetailPath) < 2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond)
+		cancel()
+	}()
+	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, slow}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failed) != 1 || rep.Failed[0].NFT != slow {
+		t.Fatalf("failed %v, want only the slow name", rep.Failed)
+	}
+	if len(out.batches) != 1 || out.batches[0].Projects[0].NFT != projects[0].NFT {
+		t.Fatalf("the fetched name's rows were not written: %d batches", len(out.batches))
 	}
 }
