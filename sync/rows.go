@@ -1,8 +1,8 @@
 package sync
 
 import (
-	"encoding/json"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/readsync/readsync/apiclient"
@@ -70,19 +70,10 @@ func (b *rowBuilder) project(p apiclient.Project) sink.Project {
 		Type:          p.Type,
 		WalletAddress: p.WalletAddress,
 		CreateAt:      b.time("project create_at unusable, stored as 1970-01-01 00:00:00", p.ID, p.CreateAt),
-		Raw:           string(rawOrEmpty(p.Raw)),
+		Raw:           string(p.Raw),
 		FetchedAt:     b.fetchedAt,
 		Version:       b.version,
 	}
-}
-
-// rawOrEmpty keeps the record as received; it only guards against an
-// absent record, which would otherwise store an empty string.
-func rawOrEmpty(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("{}")
-	}
-	return raw
 }
 
 func (b *rowBuilder) message(projectID int64, m apiclient.Message) sink.Message {
@@ -128,11 +119,12 @@ func (b *rowBuilder) snapshot(projectID int64, m apiclient.Message) (sink.Snapsh
 	}, true
 }
 
+// count converts an upstream counter to the unsigned column type; a
+// negative value cannot be a count and is stored as 0 rather than wrapped.
 func (b *rowBuilder) count(field string, id int64, v int64) uint64 {
-	n, err := count(field, v)
-	if err != nil {
-		b.warn(field+" negative, stored as 0", id, err.Error())
+	if v < 0 {
+		b.warn(field+" negative, stored as 0", id, strconv.FormatInt(v, 10))
 		return 0
 	}
-	return n
+	return uint64(v)
 }

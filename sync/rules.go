@@ -66,12 +66,3 @@ func ParseSourceTime(s string, loc *time.Location) (time.Time, error) {
 	}
 	return t, nil
 }
-
-// count converts an upstream counter to the unsigned column type; a negative
-// value cannot be a count and is reported rather than wrapped around.
-func count(name string, v int64) (uint64, error) {
-	if v < 0 {
-		return 0, fmt.Errorf("%s %d is negative", name, v)
-	}
-	return uint64(v), nil
-}
