@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -46,6 +47,19 @@ type env struct {
 	LogFormat      string        `env:"READSYNC_LOG_FORMAT"`
 	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC"`
 	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000"`
+
+	MaxRetries       int           `env:"READSYNC_MAX_RETRIES, default=4"`
+	RetryBackoff     time.Duration `env:"READSYNC_RETRY_BACKOFF, default=500ms"`
+	RateLimit        float64       `env:"READSYNC_RATE_LIMIT, default=20"`
+	MaxResponseBytes byteSize      `env:"READSYNC_MAX_RESPONSE_BYTES, default=256MiB"`
+
+	SpoolDir           string        `env:"READSYNC_SPOOL_DIR, default=./spool"`
+	SpoolMaxBytes      byteSize      `env:"READSYNC_SPOOL_MAX_BYTES, default=1GiB"`
+	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s"`
+	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s"`
+
+	Shard    string `env:"READSYNC_SHARD"`
+	HTTPAddr string `env:"READSYNC_HTTP_ADDR, default=:9090"`
 }
 
 // config is env validated and parsed, plus the schedules file.
@@ -105,6 +119,30 @@ func (c *config) validate(needDSN bool) error {
 	}
 	if c.BatchRows < 1 {
 		return configErrorf("READSYNC_BATCH_ROWS %d: must be at least 1", c.BatchRows)
+	}
+	if c.MaxRetries < 0 || c.MaxRetries > 100 {
+		return configErrorf("READSYNC_MAX_RETRIES %d: must be between 0 and 100", c.MaxRetries)
+	}
+	if c.RetryBackoff <= 0 {
+		return configErrorf("READSYNC_RETRY_BACKOFF %s: must be positive", c.RetryBackoff)
+	}
+	if c.RateLimit < 0 || math.IsNaN(c.RateLimit) || math.IsInf(c.RateLimit, 0) {
+		return configErrorf("READSYNC_RATE_LIMIT %v: must be a number of requests per second, 0 for no limit", c.RateLimit)
+	}
+	if c.MaxResponseBytes < 1 {
+		return configErrorf("READSYNC_MAX_RESPONSE_BYTES %d: must be positive", c.MaxResponseBytes)
+	}
+	if strings.TrimSpace(c.SpoolDir) == "" {
+		return configErrorf("READSYNC_SPOOL_DIR is empty")
+	}
+	if c.SpoolMaxBytes < 1 {
+		return configErrorf("READSYNC_SPOOL_MAX_BYTES %d: must be positive", c.SpoolMaxBytes)
+	}
+	if c.SpoolFlushInterval <= 0 {
+		return configErrorf("READSYNC_SPOOL_FLUSH_INTERVAL %s: must be positive", c.SpoolFlushInterval)
+	}
+	if c.ShutdownGrace < 0 {
+		return configErrorf("READSYNC_SHUTDOWN_GRACE %s: must not be negative", c.ShutdownGrace)
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)); err != nil {
 		return configErrorf("READSYNC_LOG_LEVEL %q: must be debug, info, warn or error", c.env.LogLevel)

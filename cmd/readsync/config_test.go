@@ -49,6 +49,15 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"log format", map[string]string{"READSYNC_LOG_FORMAT": "xml"}, []string{"--backfill"}, `READSYNC_LOG_FORMAT "xml"`},
 		{"timezone", map[string]string{"READSYNC_SOURCE_TIMEZONE": "Mars/Olympus"}, []string{"--backfill"}, `READSYNC_SOURCE_TIMEZONE "Mars/Olympus"`},
 		{"batch rows", map[string]string{"READSYNC_BATCH_ROWS": "0"}, []string{"--backfill"}, "READSYNC_BATCH_ROWS 0"},
+		{"max retries negative", map[string]string{"READSYNC_MAX_RETRIES": "-1"}, []string{"--backfill"}, "READSYNC_MAX_RETRIES -1: must be between 0 and 100"},
+		{"retry backoff zero", map[string]string{"READSYNC_RETRY_BACKOFF": "0s"}, []string{"--backfill"}, "READSYNC_RETRY_BACKOFF 0s: must be positive"},
+		{"rate limit negative", map[string]string{"READSYNC_RATE_LIMIT": "-5"}, []string{"--backfill"}, "READSYNC_RATE_LIMIT -5"},
+		{"rate limit not a number", map[string]string{"READSYNC_RATE_LIMIT": "fast"}, []string{"--backfill"}, "READSYNC_RATE_LIMIT: "},
+		{"max response bytes unit", map[string]string{"READSYNC_MAX_RESPONSE_BYTES": "10MB"}, []string{"--backfill"}, `READSYNC_MAX_RESPONSE_BYTES: size "10MB": want a whole number of bytes`},
+		{"max response bytes zero", map[string]string{"READSYNC_MAX_RESPONSE_BYTES": "0"}, []string{"--backfill"}, "READSYNC_MAX_RESPONSE_BYTES 0: must be positive"},
+		{"spool max bytes", map[string]string{"READSYNC_SPOOL_MAX_BYTES": "-1GiB"}, []string{"--backfill"}, "READSYNC_SPOOL_MAX_BYTES: size"},
+		{"spool flush interval", map[string]string{"READSYNC_SPOOL_FLUSH_INTERVAL": "soon"}, []string{"--backfill"}, "READSYNC_SPOOL_FLUSH_INTERVAL: time: invalid duration"},
+		{"shutdown grace negative", map[string]string{"READSYNC_SHUTDOWN_GRACE": "-1s"}, []string{"--backfill"}, "READSYNC_SHUTDOWN_GRACE -1s: must not be negative"},
 		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
 		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
 		{"unknown flag", nil, []string{"--backfil"}, "flag provided but not defined: -backfil"},
@@ -135,5 +144,38 @@ func TestCronLoggerSurfacesSkips(t *testing.T) {
 	}
 	if !strings.Contains(out, `"level":"WARN","msg":"pass skipped`) {
 		t.Errorf("a skipped tick is not logged as a warning: %s", out)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"1024", 1024, true},
+		{"64KiB", 64 << 10, true},
+		{"256MiB", 256 << 20, true},
+		{"1 GiB", 1 << 30, true},
+		{"2TiB", 2 << 40, true},
+		{"10B", 10, true},
+		{"1.5GiB", 0, false},
+		{"1GB", 0, false},
+		{"-1", 0, false},
+		{"", 0, false},
+		{"9999999999TiB", 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			var b byteSize
+			err := b.EnvDecode(tt.in)
+			if (err == nil) != tt.ok {
+				t.Fatalf("EnvDecode(%q) error %v, want ok=%t", tt.in, err, tt.ok)
+			}
+			if tt.ok && int64(b) != tt.want {
+				t.Errorf("EnvDecode(%q) = %d, want %d", tt.in, b, tt.want)
+			}
+		})
 	}
 }
