@@ -9,10 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // Paths of the two operations, relative to the base URL.
@@ -44,6 +47,17 @@ type Config struct {
 	MaxResponseBytes int64
 	// UserAgent is sent as the User-Agent header when not empty.
 	UserAgent string
+	// MaxRetries is how many times a transiently failed request is tried
+	// again; zero means never.
+	MaxRetries int
+	// RetryBackoff is the wait before the first retry; it doubles, with
+	// jitter, up to 30s. Zero means DefaultRetryBackoff.
+	RetryBackoff time.Duration
+	// RateLimit bounds requests per second across every caller of the
+	// Client, retries included; zero means no limit.
+	RateLimit float64
+	// Logger receives a warning for every retry; nil discards them.
+	Logger *slog.Logger
 }
 
 // Client performs the API's operations. It is safe for concurrent use.
@@ -55,6 +69,11 @@ type Client struct {
 	timeout  time.Duration
 	maxBytes int64
 	ua       string
+
+	maxRetries int
+	backoff    time.Duration
+	limiter    *rate.Limiter // nil when unlimited
+	log        *slog.Logger
 }
 
 // New validates cfg and returns a Client.
@@ -77,6 +96,21 @@ func New(cfg Config) (*Client, error) {
 		timeout:  cfg.RequestTimeout,
 		maxBytes: cfg.MaxResponseBytes,
 		ua:       cfg.UserAgent,
+
+		maxRetries: max(cfg.MaxRetries, 0),
+		backoff:    cfg.RetryBackoff,
+		log:        cfg.Logger,
+	}
+	if cfg.RateLimit > 0 {
+		// A burst of one spaces requests evenly: the limit holds over any
+		// window, not just on average.
+		c.limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), 1)
+	}
+	if c.backoff <= 0 {
+		c.backoff = DefaultRetryBackoff
+	}
+	if c.log == nil {
+		c.log = discardLogger()
 	}
 	if c.http == nil {
 		c.http = NewHTTPClient(8)
@@ -133,14 +167,17 @@ func NewHTTPClient(concurrency int) *http.Client {
 	return &http.Client{Transport: t}
 }
 
-// ProjectDetails returns the project bound to the nft domain name nft.
+// ProjectDetails returns the project bound to the nft domain name nft,
+// retrying transient failures.
 func (c *Client) ProjectDetails(ctx context.Context, nft string) (Project, error) {
 	var p Project
-	err := c.get(ctx, DetailsPath, url.Values{"nft_name": {nft}}, false, func(body io.Reader) error {
-		var err error
-		p, err = decodeProject(body)
-		return err
-	})
+	err := c.retry(ctx, "project_details", func() error {
+		return c.get(ctx, DetailsPath, url.Values{"nft_name": {nft}}, false, func(body io.Reader) error {
+			var err error
+			p, err = decodeProject(body)
+			return err
+		})
+	}, "nft", nft)
 	if err != nil {
 		return Project{}, fmt.Errorf("project details of nft %q: %w", nft, err)
 	}
@@ -148,14 +185,33 @@ func (c *Client) ProjectDetails(ctx context.Context, nft string) (Project, error
 }
 
 // ListMessages streams the messages sent by the project projectID to fn, one
-// at a time, as they are decoded. If ListMessages returns an error, fn may
-// already have seen some messages and the caller must discard them: the
-// envelope that says whether the response succeeded can follow the list.
-func (c *Client) ListMessages(ctx context.Context, projectID int64, fn func(Message) error) error {
+// at a time, as they are decoded, retrying transient failures.
+//
+// An attempt can fail after fn has seen messages: the body can break off,
+// and the envelope that says whether the response succeeded can follow the
+// list. Before a retry delivers the list again from its start, restart is
+// called (when not nil) so the caller can drop what the failed attempt
+// gave it. If ListMessages returns an error, the messages fn has seen since
+// the last restart are unconfirmed. An error returned by fn ends the list
+// without a retry and is returned wrapped.
+func (c *Client) ListMessages(ctx context.Context, projectID int64, fn func(Message) error, restart func()) error {
 	q := url.Values{"project_id": {strconv.FormatInt(projectID, 10)}}
-	err := c.get(ctx, ListPath, q, true, func(body io.Reader) error {
-		return decodeList(body, fn)
-	})
+	delivered := false
+	err := c.retry(ctx, "list_messages", func() error {
+		if delivered && restart != nil {
+			restart()
+		}
+		delivered = false
+		return c.get(ctx, ListPath, q, true, func(body io.Reader) error {
+			return decodeList(body, func(m Message) error {
+				delivered = true
+				if err := fn(m); err != nil {
+					return &callbackError{err}
+				}
+				return nil
+			})
+		})
+	}, "project_id", projectID)
 	if err != nil {
 		return fmt.Errorf("messages of project %d: %w", projectID, err)
 	}

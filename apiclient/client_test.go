@@ -52,7 +52,7 @@ func TestRequestsCarryHeadersAndExactNames(t *testing.T) {
 		if p.ID != int64(i+1) || p.NFT != n {
 			t.Errorf("%q: got project %d %q", n, p.ID, p.NFT)
 		}
-		if err := c.ListMessages(ctx, p.ID, func(apiclient.Message) error { return nil }); err != nil {
+		if err := c.ListMessages(ctx, p.ID, func(apiclient.Message) error { return nil }, nil); err != nil {
 			t.Fatalf("%q: list: %v", n, err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestFailuresNameTheirCause(t *testing.T) {
 			c := newClient(t, srv, tt.mod)
 			var err error
 			if tt.list {
-				err = c.ListMessages(context.Background(), 7, func(apiclient.Message) error { return nil })
+				err = c.ListMessages(context.Background(), 7, func(apiclient.Message) error { return nil }, nil)
 			} else {
 				_, err = c.ProjectDetails(context.Background(), "p.eth")
 			}

@@ -22,7 +22,9 @@ import (
 // Source is the upstream API as a pass needs it.
 type Source interface {
 	ProjectDetails(ctx context.Context, nft string) (apiclient.Project, error)
-	ListMessages(ctx context.Context, projectID int64, fn func(apiclient.Message) error) error
+	// ListMessages streams a project's messages to fn; restart is called
+	// before a retried attempt delivers them again from the start.
+	ListMessages(ctx context.Context, projectID int64, fn func(apiclient.Message) error, restart func()) error
 }
 
 // Sink is where a pass puts its rows and its run record.
@@ -244,12 +246,18 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	b := newRowBuilder(s.cfg.Location, snapshotAt, start, version)
 	r := result{nft: nft}
 	r.rows.Projects = append(r.rows.Projects, b.project(p))
+	restoreWarnings := b.checkpoint()
 	err = s.cfg.Source.ListMessages(ctx, p.ID, func(m apiclient.Message) error {
 		r.rows.Messages = append(r.rows.Messages, b.message(p.ID, m))
 		if snap, ok := b.snapshot(p.ID, m); ok {
 			r.rows.Snapshots = append(r.rows.Snapshots, snap)
 		}
 		return nil
+	}, func() {
+		// A retried list comes again from its start; the failed
+		// attempt's rows and warnings are not the list's.
+		r.rows.Messages, r.rows.Snapshots = r.rows.Messages[:0], r.rows.Snapshots[:0]
+		restoreWarnings()
 	})
 	if err != nil {
 		return result{nft: nft, err: err}

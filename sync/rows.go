@@ -43,6 +43,21 @@ func (b *rowBuilder) warn(kind string, messageID int64, value string) {
 	w.count++
 }
 
+// checkpoint returns a function that forgets every warning collected after
+// this call, for a list that is delivered again from its start.
+func (b *rowBuilder) checkpoint() (restore func()) {
+	saved := make(map[string]warning, len(b.warnings))
+	for k, w := range b.warnings {
+		saved[k] = *w
+	}
+	return func() {
+		b.warnings = make(map[string]*warning, len(saved))
+		for k, w := range saved {
+			b.warnings[k] = &w
+		}
+	}
+}
+
 // logWarnings reports what warn collected, one line per kind, with the
 // first offending message as an example.
 func (b *rowBuilder) logWarnings(log *slog.Logger) {

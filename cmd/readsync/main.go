@@ -90,12 +90,17 @@ type app struct {
 
 func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
 	api, err := apiclient.New(apiclient.Config{
-		BaseURL:        cfg.APIBaseURL,
-		ClientID:       cfg.ClientID,
-		ClientSecret:   string(cfg.ClientSecret),
-		HTTPClient:     apiclient.NewHTTPClient(cfg.Concurrency),
-		RequestTimeout: cfg.RequestTimeout,
-		UserAgent:      "readsync/" + version,
+		BaseURL:          cfg.APIBaseURL,
+		ClientID:         cfg.ClientID,
+		ClientSecret:     string(cfg.ClientSecret),
+		HTTPClient:       apiclient.NewHTTPClient(cfg.Concurrency),
+		RequestTimeout:   cfg.RequestTimeout,
+		MaxResponseBytes: int64(cfg.MaxResponseBytes),
+		UserAgent:        "readsync/" + version,
+		MaxRetries:       cfg.MaxRetries,
+		RetryBackoff:     cfg.RetryBackoff,
+		RateLimit:        cfg.RateLimit,
+		Logger:           log,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,158 @@
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// Retry policy defaults for Config fields left zero.
+const (
+	DefaultRetryBackoff = 500 * time.Millisecond
+	// maxBackoff caps the exponential wait between two attempts.
+	maxBackoff = 30 * time.Second
+	// maxRetryAfter caps how long a Retry-After header can make us wait;
+	// a server asking for an hour is better answered by the next pass.
+	maxRetryAfter = 5 * time.Minute
+)
+
+// callbackError marks an error returned by the caller's function, which
+// no retry can cure.
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+func (e *callbackError) Unwrap() error { return e.err }
+
+// retry runs attempt until it succeeds, fails for good or runs out of
+// retries. Every attempt first waits for the rate limiter, so retries
+// count against the process's request rate like any other request.
+//
+// What is retried: connection errors and resets, timeouts, HTTP 5xx, 408
+// and 429, truncated or invalid bodies. A failure envelope is retried once:
+// the upstream uses it for a name it does not know, which no retry changes,
+// but also for passing trouble. Everything else (other 4xx, a body over the
+// size limit, the caller's own errors) fails at once.
+func (c *Client) retry(ctx context.Context, op string, attempt func() error, logAttrs ...any) error {
+	b := &backoff.ExponentialBackOff{
+		InitialInterval:     c.backoff,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         maxBackoff,
+	}
+	attempts, envelopes := 0, 0
+	var last error
+	_, err := backoff.Retry(ctx, func() (struct{}, error) {
+		attempts++
+		if c.limiter != nil {
+			if err := c.limiter.Wait(ctx); err != nil {
+				return struct{}{}, backoff.Permanent(fmt.Errorf("waiting for the request rate limit: %w", err))
+			}
+		}
+		err := attempt()
+		if err == nil {
+			return struct{}{}, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			return struct{}{}, backoff.Permanent(err)
+		}
+		var env *EnvelopeError
+		if errors.As(err, &env) {
+			envelopes++
+			if envelopes > 1 {
+				return struct{}{}, backoff.Permanent(err)
+			}
+			return struct{}{}, err
+		}
+		return struct{}{}, classify(ctx, err)
+	},
+		backoff.WithBackOff(b),
+		backoff.WithMaxTries(uint(c.maxRetries)+1),
+		backoff.WithMaxElapsedTime(0), // the caller's deadline bounds the whole
+		backoff.WithNotify(func(err error, wait time.Duration) {
+			c.log.Warn("upstream request failed, retrying",
+				append(logAttrs, "operation", op, "attempt", attempts, "wait_ms", wait.Milliseconds(), "err", err)...)
+		}),
+	)
+	if err == nil {
+		return nil
+	}
+	if last != nil && ctx.Err() != nil && !errors.Is(err, last) {
+		// The caller's context ended while waiting to retry; the backoff
+		// library then reports only that, but the last failure is the news.
+		err = fmt.Errorf("%w; last attempt: %w", err, last)
+	}
+	if attempts > 1 {
+		return fmt.Errorf("after %d attempts: %w", attempts, err)
+	}
+	return err
+}
+
+// retryAfterError carries the server's requested wait to the backoff
+// library while keeping the cause in the chain.
+type retryAfterError struct {
+	backoff.RetryAfterError
+	cause error
+}
+
+func (e *retryAfterError) Error() string { return e.cause.Error() }
+func (e *retryAfterError) Unwrap() []error {
+	return []error{e.cause, &e.RetryAfterError}
+}
+
+// classify says whether err is worth another attempt: it returns err for a
+// transient failure, err wrapped to carry the server's Retry-After, or a
+// permanent error.
+func classify(ctx context.Context, err error) error {
+	var cb *callbackError
+	if errors.As(err, &cb) || errors.Is(err, ErrResponseTooLarge) {
+		return backoff.Permanent(err)
+	}
+	var se *StatusError
+	if !errors.As(err, &se) {
+		return err // network, timeout, truncated or malformed body
+	}
+	switch {
+	case se.StatusCode == http.StatusTooManyRequests, se.StatusCode == http.StatusRequestTimeout, se.StatusCode >= 500:
+	default:
+		return backoff.Permanent(err)
+	}
+	wait, ok := parseRetryAfter(se.RetryAfter, time.Now())
+	if !ok {
+		return err
+	}
+	if d, has := ctx.Deadline(); has && time.Now().Add(wait).After(d) {
+		return backoff.Permanent(fmt.Errorf("%w; the server asks to wait %s, past this pass's deadline", err, wait))
+	}
+	return &retryAfterError{RetryAfterError: backoff.RetryAfterError{Duration: wait}, cause: err}
+}
+
+// parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP
+// date, capped at maxRetryAfter. ok is false for an absent or malformed
+// value, which falls back to the exponential backoff.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	var d time.Duration
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = max(t.Sub(now), 0)
+	} else {
+		return 0, false
+	}
+	return min(d, maxRetryAfter), true
+}
+
+// discardLogger is used when Config leaves Logger nil.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
