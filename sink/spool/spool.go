@@ -1,0 +1,378 @@
+// Package spool keeps rows that could not be written to the database in
+// files on local disk until they can be. Each entry is one file, written
+// atomically (a temporary file, fsynced, then renamed), so a crash leaves
+// either a whole entry or none. Entries are replayed oldest first and
+// deleted only after the database confirmed them: delivery is at least
+// once, and the tables' upsert keys make a repeat harmless.
+package spool
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/readsync/readsync/sink"
+)
+
+// ErrFull is returned by Put when an entry would take the spool past its
+// size limit. The entry is not stored.
+var ErrFull = errors.New("spool is full")
+
+// Target is where Flush replays entries.
+type Target interface {
+	Write(ctx context.Context, b *sink.Batch) error
+	RecordRun(ctx context.Context, r sink.Run) error
+}
+
+// entry is the content of one spool file.
+type entry struct {
+	// Format is bumped when the layout changes incompatibly, so an old
+	// binary refuses a newer file instead of misreading it.
+	Format int         `json:"format"`
+	Batch  *sink.Batch `json:"batch,omitempty"`
+	Run    *sink.Run   `json:"run,omitempty"`
+}
+
+const (
+	format       = 1
+	suffix       = ".json.gz"
+	tmpPrefix    = ".tmp-"
+	corruptDir   = "corrupt"
+	flushTimeout = 2 * time.Minute
+)
+
+// Spool is a directory of pending entries. It is safe for concurrent use;
+// flushes are serialised.
+type Spool struct {
+	dir      string
+	maxBytes int64
+	log      *slog.Logger
+
+	mu    sync.Mutex // guards bytes and files
+	bytes int64
+	files int
+
+	flushMu sync.Mutex
+
+	refusedRows    atomic.Int64
+	refusedEntries atomic.Int64
+}
+
+// Stats describes a spool at one moment.
+type Stats struct {
+	// Entries and Bytes are what waits on disk.
+	Entries int
+	Bytes   int64
+	// RefusedEntries and RefusedRows count what Put turned away because the
+	// spool was full, since Open.
+	RefusedEntries int64
+	RefusedRows    int64
+}
+
+// Open prepares dir (creating it when missing), removes temporary files a
+// crash left behind, and takes stock of the entries waiting there. It
+// fails when dir cannot be written.
+func Open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("spool directory %s: %w", dir, err)
+	}
+	s := &Spool{dir: dir, maxBytes: maxBytes, log: log}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spool directory %s: %w", dir, err)
+	}
+	for _, de := range des {
+		name := de.Name()
+		switch {
+		case strings.HasPrefix(name, tmpPrefix):
+			// An entry whose write never completed; its rows were never
+			// reported as spooled, so nothing is lost by removing it.
+			if err := os.Remove(filepath.Join(dir, name)); err != nil {
+				return nil, fmt.Errorf("spool directory %s: remove unfinished entry: %w", dir, err)
+			}
+		case strings.HasSuffix(name, suffix) && de.Type().IsRegular():
+			info, err := de.Info()
+			if err != nil {
+				return nil, fmt.Errorf("spool directory %s: %w", dir, err)
+			}
+			s.bytes += info.Size()
+			s.files++
+		}
+	}
+	// Prove the directory writable now rather than when the database is
+	// already down and the rows have nowhere else to go.
+	probe, err := os.CreateTemp(dir, tmpPrefix+"probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("spool directory %s is not writable: %w", dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return s, nil
+}
+
+// Dir is the spool's directory.
+func (s *Spool) Dir() string { return s.dir }
+
+// Stats returns the spool's current size and refusal counters.
+func (s *Spool) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Stats{
+		Entries:        s.files,
+		Bytes:          s.bytes,
+		RefusedEntries: s.refusedEntries.Load(),
+		RefusedRows:    s.refusedRows.Load(),
+	}
+}
+
+// PutBatch stores a copy of b's rows. It returns an error wrapping ErrFull
+// when the spool has no room for them.
+func (s *Spool) PutBatch(b *sink.Batch) error {
+	return s.put(entry{Format: format, Batch: b}, "rows", fmt.Sprintf("%d rows", b.Len()), int64(b.Len()))
+}
+
+// PutRun stores a run record.
+func (s *Spool) PutRun(r sink.Run) error {
+	return s.put(entry{Format: format, Run: &r}, "run", "run record "+r.RunID, 1)
+}
+
+// put stores e under a name of the given kind; what describes it in errors.
+func (s *Spool) put(e entry, kind, what string, rows int64) error {
+	tmp, size, err := s.writeTemp(e)
+	if err != nil {
+		return fmt.Errorf("spool %s: %w", what, err)
+	}
+	s.mu.Lock()
+	if s.bytes+size > s.maxBytes {
+		used := s.bytes
+		s.mu.Unlock()
+		os.Remove(tmp)
+		s.refusedEntries.Add(1)
+		s.refusedRows.Add(rows)
+		return fmt.Errorf("spool %s (%d bytes): %w: %d of %d bytes used in %s",
+			what, size, ErrFull, used, s.maxBytes, s.dir)
+	}
+	// Reserve the room before renaming, so concurrent puts cannot together
+	// pass the limit.
+	s.bytes += size
+	s.files++
+	s.mu.Unlock()
+
+	final := filepath.Join(s.dir, entryName(kind))
+	if err := os.Rename(tmp, final); err != nil {
+		os.Remove(tmp)
+		s.release(size)
+		return fmt.Errorf("spool %s: %w", what, err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		// The file is complete but its name may not survive a power cut;
+		// keep it and say so, since the rows are most likely safe.
+		s.log.Warn("spool directory not synced", "dir", s.dir, "err", err)
+	}
+	return nil
+}
+
+// writeTemp writes e compressed to a new temporary file, fsynced, and
+// returns its path and size.
+func (s *Spool) writeTemp(e entry) (string, int64, error) {
+	f, err := os.CreateTemp(s.dir, tmpPrefix+"*")
+	if err != nil {
+		return "", 0, err
+	}
+	fail := func(err error) (string, int64, error) {
+		f.Close()
+		os.Remove(f.Name())
+		return "", 0, err
+	}
+	bw := bufio.NewWriterSize(f, 64<<10)
+	zw := gzip.NewWriter(bw)
+	enc := json.NewEncoder(zw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
+		return fail(fmt.Errorf("encode: %w", err))
+	}
+	if err := zw.Close(); err != nil {
+		return fail(err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	info, err := f.Stat()
+	if err != nil {
+		return fail(err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", 0, err
+	}
+	return f.Name(), info.Size(), nil
+}
+
+// entryName sorts by creation time, so a flush replays oldest first; the
+// random part keeps two entries of one nanosecond apart.
+func entryName(kind string) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%020d-%s-%s%s", time.Now().UnixNano(), kind, hex.EncodeToString(r[:]), suffix)
+}
+
+func (s *Spool) release(size int64) {
+	s.mu.Lock()
+	s.bytes -= size
+	s.files--
+	s.mu.Unlock()
+}
+
+// Flush replays every entry, oldest first, into t and deletes each one
+// after t accepted it. It stops at the first entry t refuses, leaving it
+// and the later ones for the next flush, and returns how many entries it
+// delivered. Entries put while a flush runs may wait for the next one.
+func (s *Spool) Flush(ctx context.Context, t Target) (int, error) {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	names, err := s.pending()
+	if err != nil {
+		return 0, err
+	}
+	done := 0
+	for _, name := range names {
+		if err := ctx.Err(); err != nil {
+			return done, err
+		}
+		path := filepath.Join(s.dir, name)
+		e, size, err := readEntry(path)
+		var bad *corruptError
+		if errors.As(err, &bad) {
+			s.quarantine(name, size, err)
+			continue
+		}
+		if err != nil {
+			return done, fmt.Errorf("read spooled entry: %w", err)
+		}
+		if err := s.deliver(ctx, t, e); err != nil {
+			return done, fmt.Errorf("replay spooled entry %s: %w", name, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return done, fmt.Errorf("remove replayed entry %s: %w", name, err)
+		}
+		s.release(size)
+		done++
+	}
+	if done > 0 {
+		if err := syncDir(s.dir); err != nil {
+			s.log.Warn("spool directory not synced", "dir", s.dir, "err", err)
+		}
+	}
+	return done, nil
+}
+
+func (s *Spool) deliver(ctx context.Context, t Target, e entry) error {
+	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	if e.Batch != nil {
+		if err := t.Write(ctx, e.Batch); err != nil {
+			return err
+		}
+	}
+	if e.Run != nil {
+		return t.RecordRun(ctx, *e.Run)
+	}
+	return nil
+}
+
+// pending lists the entries on disk, oldest first.
+func (s *Spool) pending() ([]string, error) {
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("spool directory %s: %w", s.dir, err)
+	}
+	var names []string
+	for _, de := range des {
+		if n := de.Name(); strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tmpPrefix) && de.Type().IsRegular() {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// corruptError is an entry whose content cannot be decoded, as opposed to
+// one that cannot be read right now.
+type corruptError struct{ err error }
+
+func (e *corruptError) Error() string { return "corrupt entry: " + e.err.Error() }
+func (e *corruptError) Unwrap() error { return e.err }
+
+// readEntry decodes one spool file; size is the file's size even when
+// decoding fails.
+func readEntry(path string) (entry, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return entry{}, 0, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return entry{}, 0, err
+	}
+	size := info.Size()
+	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
+	if err != nil {
+		return entry{}, size, &corruptError{err}
+	}
+	var e entry
+	dec := json.NewDecoder(zr)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return entry{}, size, &corruptError{err}
+	}
+	if e.Format != format {
+		return entry{}, size, &corruptError{fmt.Errorf("format %d, this version reads format %d", e.Format, format)}
+	}
+	return e, size, nil
+}
+
+// quarantine moves an unreadable entry aside instead of deleting it: the
+// rows may still be recoverable by hand, and a flush must not stall on it.
+func (s *Spool) quarantine(name string, size int64, cause error) {
+	dir := filepath.Join(s.dir, corruptDir)
+	err := os.MkdirAll(dir, 0o750)
+	if err == nil {
+		err = os.Rename(filepath.Join(s.dir, name), filepath.Join(dir, name))
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Error("unreadable spool entry could not be moved aside", "entry", name, "cause", cause, "err", err)
+		return
+	}
+	s.release(size)
+	s.log.Error("unreadable spool entry moved aside", "entry", name, "to", dir, "err", cause)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
