@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -18,6 +19,9 @@ type ClickHouse struct {
 	conn     driver.Conn
 	db       string
 	password string
+
+	schemaMu sync.Mutex
+	migrated bool
 }
 
 // DSN is a parsed READSYNC_CLICKHOUSE_DSN.
@@ -112,18 +116,40 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 // Migrate creates the database, tables and views when missing. It is
 // idempotent and runs on ClickHouse 18.16 and current releases.
 func (c *ClickHouse) Migrate(ctx context.Context) error {
+	c.schemaMu.Lock()
+	defer c.schemaMu.Unlock()
 	for _, m := range migrations(c.db) {
 		if err := c.conn.Exec(ctx, m.sql); err != nil {
 			return c.redact(fmt.Errorf("migration %q: %w", m.name, err))
 		}
 	}
+	c.migrated = true
 	return nil
+}
+
+// Migrated reports whether Migrate has succeeded on this connection.
+func (c *ClickHouse) Migrated() bool {
+	c.schemaMu.Lock()
+	defer c.schemaMu.Unlock()
+	return c.migrated
+}
+
+// ensureSchema migrates on first use when the server was unreachable at
+// start, so a process that began during an outage still finds its tables.
+func (c *ClickHouse) ensureSchema(ctx context.Context) error {
+	if c.Migrated() {
+		return nil
+	}
+	return c.Migrate(ctx)
 }
 
 // Write inserts the batch with one INSERT per non-empty table. Rows already
 // written are harmless to write again: every table deduplicates on its key,
 // keeping the highest version.
 func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
+	if err := c.ensureSchema(ctx); err != nil {
+		return err
+	}
 	if err := c.insert(ctx, "projects", projectColumns, len(b.Projects), func(batch driver.Batch, i int) error {
 		p := &b.Projects[i]
 		return batch.Append(p.ID, p.NFT, p.Name, p.Description, p.Logo, p.Type, p.WalletAddress,
@@ -146,6 +172,9 @@ func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 
 // RecordRun inserts one row into sync_runs.
 func (c *ClickHouse) RecordRun(ctx context.Context, r Run) error {
+	if err := c.ensureSchema(ctx); err != nil {
+		return err
+	}
 	return c.insert(ctx, "sync_runs", runColumns, 1, func(batch driver.Batch, _ int) error {
 		return batch.Append(r.RunID, r.Schedule, r.Trigger, r.SnapshotAt, r.StartedAt, r.FinishedAt,
 			r.NFTTotal, r.NFTOK, r.NFTFailed, r.Messages, r.Status, r.Error)

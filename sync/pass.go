@@ -48,14 +48,23 @@ const (
 
 // Defaults for Config fields left zero.
 const (
-	DefaultConcurrency = 8
-	DefaultBatchRows   = 50_000
+	DefaultConcurrency   = 8
+	DefaultBatchRows     = 50_000
+	DefaultWriteAttempts = 3
+	DefaultWriteBackoff  = time.Second
 )
 
 // Config configures a Syncer. Source and Sink are required.
 type Config struct {
 	Source Source
 	Sink   Sink
+	// Spool, when set, keeps the rows and run records the sink still
+	// refuses after WriteAttempts tries.
+	Spool Spool
+	// WriteAttempts is how often a write is tried before the rows go to
+	// the spool; WriteBackoff is the first wait between two tries.
+	WriteAttempts int
+	WriteBackoff  time.Duration
 	// Concurrency is how many names are in flight at once.
 	Concurrency int
 	// BatchRows is how many rows are gathered before an INSERT.
@@ -81,6 +90,12 @@ func New(cfg Config) *Syncer {
 	}
 	if cfg.BatchRows < 1 {
 		cfg.BatchRows = DefaultBatchRows
+	}
+	if cfg.WriteAttempts < 1 {
+		cfg.WriteAttempts = DefaultWriteAttempts
+	}
+	if cfg.WriteBackoff <= 0 {
+		cfg.WriteBackoff = DefaultWriteBackoff
 	}
 	if cfg.Location == nil {
 		cfg.Location = time.UTC
@@ -127,6 +142,10 @@ type Report struct {
 	Failed []NameError
 	// Rows counts rows written across all tables.
 	Rows int
+	// Spooled counts rows the sink refused and the spool kept.
+	Spooled int
+	// RunSpooled is true when the run record went to the spool.
+	RunSpooled bool
 }
 
 // nextVersion returns a version larger than any returned before, from the
@@ -160,16 +179,14 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log := s.cfg.Logger.With("run_id", runID, "schedule", p.Schedule, "trigger", p.Trigger)
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
-	// Rows already fetched are written even when the pass is cancelled: a
-	// snapshot not stored is lost for good, and each write has its own bound.
-	wctx := context.WithoutCancel(ctx)
-	w := &writer{sink: s.cfg.Sink, limit: s.cfg.BatchRows, log: log}
+	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
+	w := &writer{store: st, limit: s.cfg.BatchRows, log: log}
 	for r := range s.fetchAll(ctx, names, snapshotAt, log) {
-		w.add(wctx, r)
+		w.add(ctx, r)
 	}
-	w.flush(wctx)
+	w.flush(ctx)
 
-	rep := Report{Failed: w.failed, Rows: w.rows}
+	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
 	rep.Run = sink.Run{
 		RunID:      runID,
 		Schedule:   p.Schedule,
@@ -182,15 +199,15 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 		NFTOK:      uint64(len(names) - len(w.failed)),
 		Messages:   uint64(w.snapshots),
 	}
-	rep.Run.Status, rep.Run.Error = status(len(names), w.failed)
+	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled)
 	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
-		"rows", rep.Rows, "duration_ms", time.Since(started).Milliseconds())
+		"rows", rep.Rows, "rows_spooled", rep.Spooled, "duration_ms", time.Since(started).Milliseconds())
 
-	// The record is written even when the pass was cancelled: a pass that
+	// The record is stored even when the pass was cancelled: a pass that
 	// left no trace is the hardest kind to debug.
-	rctx, cancel := context.WithTimeout(wctx, 10*time.Second)
-	defer cancel()
-	if err := s.cfg.Sink.RecordRun(rctx, rep.Run); err != nil {
+	out, err := st.recordRun(ctx, rep.Run)
+	rep.RunSpooled = out == spooled
+	if err != nil {
 		return rep, fmt.Errorf("record run %s: %w", runID, err)
 	}
 	return rep, nil
@@ -271,70 +288,16 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	return r
 }
 
-// writeTimeout bounds one batch write, so a hung database cannot hold a
-// pass forever.
-const writeTimeout = 2 * time.Minute
-
-// writer gathers the rows of many names into one batch and writes it when
-// it is full, so a pass makes a few large INSERTs rather than one per name.
-type writer struct {
-	sink      Sink
-	limit     int
-	log       *slog.Logger
-	batch     sink.Batch
-	pending   []string // names whose rows are in batch
-	failed    []NameError
-	rows      int
-	snapshots int
-}
-
-func (w *writer) add(ctx context.Context, r result) {
-	if r.err != nil {
-		w.fail(r.nft, r.err)
-		return
-	}
-	w.batch.Projects = append(w.batch.Projects, r.rows.Projects...)
-	w.batch.Messages = append(w.batch.Messages, r.rows.Messages...)
-	w.batch.Snapshots = append(w.batch.Snapshots, r.rows.Snapshots...)
-	w.pending = append(w.pending, r.nft)
-	if w.batch.Len() >= w.limit {
-		w.flush(ctx)
-	}
-}
-
-// flush writes the batch. A failed write fails every name in it: their
-// snapshots are not stored, and the run record must say so.
-func (w *writer) flush(ctx context.Context) {
-	if len(w.pending) == 0 {
-		return
-	}
-	n, snaps := w.batch.Len(), len(w.batch.Snapshots)
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
-	defer cancel()
-	if err := w.sink.Write(ctx, &w.batch); err != nil {
-		err = fmt.Errorf("write rows: %w", err)
-		for _, nft := range w.pending {
-			w.fail(nft, err)
-		}
-	} else {
-		w.rows += n
-		w.snapshots += snaps
-		w.log.Debug("batch written", "rows", n, "names", len(w.pending))
-	}
-	w.batch.Reset()
-	w.pending = w.pending[:0]
-}
-
-func (w *writer) fail(nft string, err error) {
-	w.failed = append(w.failed, NameError{NFT: nft, Err: err})
-	w.log.Error("name failed", "nft", nft, "err", err)
-}
-
 // status summarises a pass for sync_runs: its status and, when names
-// failed, an error text naming the first few.
-func status(total int, failed []NameError) (string, string) {
+// failed or rows had to be spooled, an error text that says so, naming the
+// first few failed names.
+func status(total int, failed []NameError, spooledRows int) (string, string) {
+	note := ""
+	if spooledRows > 0 {
+		note = fmt.Sprintf("%d rows spooled after database write failures", spooledRows)
+	}
 	if len(failed) == 0 {
-		return StatusOK, ""
+		return StatusOK, note
 	}
 	st := StatusPartial
 	if len(failed) == total {
@@ -352,6 +315,9 @@ func status(total int, failed []NameError) (string, string) {
 			b.WriteString("; ")
 		}
 		b.WriteString(f.Error())
+	}
+	if note != "" {
+		b.WriteString("; " + note)
 	}
 	return st, b.String()
 }

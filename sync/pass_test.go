@@ -13,14 +13,18 @@ import (
 	"github.com/readsync/readsync/sync"
 )
 
-// memSink keeps what a pass writes; failWrites makes the first n writes fail.
+// memSink keeps what a pass writes; failWrites makes the first n writes
+// fail, failRuns the first n run records.
 type memSink struct {
 	batches    []sink.Batch
 	runs       []sink.Run
 	failWrites int
+	failRuns   int
+	calls      int
 }
 
 func (m *memSink) Write(ctx context.Context, b *sink.Batch) error {
+	m.calls++
 	if err := ctx.Err(); err != nil {
 		return err // as a database driver would
 	}
@@ -37,8 +41,13 @@ func (m *memSink) Write(ctx context.Context, b *sink.Batch) error {
 }
 
 func (m *memSink) RecordRun(ctx context.Context, r sink.Run) error {
+	m.calls++
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if m.failRuns > 0 {
+		m.failRuns--
+		return errors.New("server unavailable")
 	}
 	m.runs = append(m.runs, r)
 	return nil
@@ -52,12 +61,12 @@ func newSyncer(t *testing.T, out sync.Sink, batchRows int, projects ...apitest.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sync.New(sync.Config{Source: api, Sink: out, Concurrency: 1, BatchRows: batchRows}), srv
+	return sync.New(sync.Config{Source: api, Sink: out, Concurrency: 1, BatchRows: batchRows, WriteBackoff: time.Millisecond}), srv
 }
 
 func TestFailedWriteFailsItsBatchOnly(t *testing.T) {
 	projects := apitest.Generate(4, 1, 3) // 3 rows a name
-	out := &memSink{failWrites: 1}
+	out := &memSink{failWrites: sync.DefaultWriteAttempts}
 	s, _ := newSyncer(t, out, 6, projects...)
 	var names []string
 	for _, p := range projects {
