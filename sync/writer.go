@@ -35,6 +35,10 @@ type store struct {
 	attempts int
 	backoff  time.Duration
 	log      *slog.Logger
+	// down is set when a write had to be spooled and cleared by the next
+	// success: while the database is known to be down, each write gets one
+	// attempt, so an outage does not slow the pass by a backoff per batch.
+	down bool
 }
 
 // outcome says where rows went.
@@ -60,6 +64,7 @@ func (s *store) write(ctx context.Context, b *sink.Batch) (outcome, error) {
 		return lost, fmt.Errorf("write rows: %w; and %w", err, serr)
 	}
 	s.log.Warn("rows spooled: the database did not take them", "rows", b.Len(), "err", err)
+	s.down = true
 	return spooled, nil
 }
 
@@ -76,6 +81,7 @@ func (s *store) recordRun(ctx context.Context, r sink.Run) (outcome, error) {
 		return lost, fmt.Errorf("%w; and %w", err, serr)
 	}
 	s.log.Warn("run record spooled: the database did not take it", "err", err)
+	s.down = true
 	return spooled, nil
 }
 
@@ -96,18 +102,25 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 		Multiplier:          2,
 		MaxInterval:         30 * time.Second,
 	}
+	attempts := s.attempts
+	if s.down {
+		attempts = 1
+	}
 	var last error
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		actx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
 		last = op(actx)
 		return struct{}{}, last
-	}, backoff.WithBackOff(b), backoff.WithMaxTries(uint(s.attempts)), backoff.WithMaxElapsedTime(0),
+	}, backoff.WithBackOff(b), backoff.WithMaxTries(uint(attempts)), backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(err error, wait time.Duration) {
 			s.log.Warn("database write failed, retrying", "wait_ms", wait.Milliseconds(), "err", err)
 		}))
 	if err != nil && last != nil && !errors.Is(err, last) {
 		err = fmt.Errorf("%w; last attempt: %w", err, last)
+	}
+	if err == nil {
+		s.down = false
 	}
 	return err
 }
