@@ -45,6 +45,7 @@ export READSYNC_CLIENT_ID=1001
 export READSYNC_CLIENT_SECRET=demo-secret
 export READSYNC_CLICKHOUSE_DSN="$dsn"
 export READSYNC_SCHEDULES_FILE="$WORK/schedules.yaml"
+export READSYNC_SPOOL_DIR="$WORK/spool"
 export READSYNC_LOG_FORMAT="${READSYNC_LOG_FORMAT:-text}"
 
 say "readsync --check"

@@ -9,27 +9,36 @@ import (
 	"github.com/readsync/readsync/sync"
 )
 
-// backfill runs one pass now over the chosen names and exits 0 when every
-// name synced, 1 otherwise.
+// backfill runs one pass now over the chosen names. It exits 0 when every
+// name synced, 3 when rows were fetched but some of them (or the run
+// record) wait in the spool, and 1 when names failed.
+//
+// A signal lets the pass go on for the shutdown grace and then cancels it;
+// what was fetched is spooled, and the exit code tells what was not done.
 func (a *app) backfill(ctx context.Context, f flags) int {
 	names, scheduleName, err := a.backfillNames(f)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
 		return exitConfig
 	}
-	var out sync.Sink
+	passCtx, cancel := withGrace(ctx, a.cfg.ShutdownGrace)
+	defer cancel()
+	var syncer *sync.Syncer
 	if f.dryRun {
-		out = sink.NewJSONLines(a.stdout)
+		syncer = a.syncer(sink.NewJSONLines(a.stdout), nil)
 	} else {
-		ch, err := a.openClickHouse(ctx)
+		st, err := a.openStores(ctx)
 		if err != nil {
-			a.log.Error("ClickHouse unavailable", "err", err)
-			return exitFailed
+			fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
+			return exitConfig
 		}
-		defer ch.Close()
-		out = ch
+		defer st.Close()
+		// Older rows first: a backfill is also how an operator drains the
+		// spool by hand.
+		a.flushSpool(passCtx, st)
+		syncer = a.syncer(st.ch, st.spool)
 	}
-	rep, err := a.syncer(out).Run(ctx, sync.Pass{
+	rep, err := syncer.Run(passCtx, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
 		Trigger:    sync.TriggerBackfill,
@@ -37,9 +46,11 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	})
 	if err != nil {
 		a.log.Error("backfill could not be recorded", "err", err)
-		return exitFailed
 	}
-	if len(rep.Failed) > 0 {
+	switch {
+	case rep.Spooled > 0, rep.RunSpooled && len(rep.Failed) == 0:
+		return exitSpooled
+	case err != nil || len(rep.Failed) > 0:
 		return exitFailed
 	}
 	return exitOK

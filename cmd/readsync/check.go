@@ -6,16 +6,27 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
 
-// check reports on the configuration, the API and ClickHouse, one line
-// each, and exits 0 only when all are usable. Configuration errors never
-// reach here: they exit 2 before.
+// check reports on the configuration, the spool, the API and ClickHouse,
+// one line each, and exits 0 only when all are usable. An unusable spool
+// directory is a configuration error (exit 2), like those found before.
 func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 	names := sync.Names(a.cfg.Schedules)
 	fmt.Fprintf(a.stdout, "config: ok (%s: %d schedules, %d nft names)\n",
 		a.cfg.SchedulesFile, len(a.cfg.Schedules), len(names))
+	if !skipClickHouse {
+		sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "spool: FAILED: READSYNC_SPOOL_DIR: %v\n", err)
+			return exitConfig
+		}
+		st := sp.Stats()
+		fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used)\n",
+			sp.Dir(), st.Entries, st.Bytes, a.cfg.SpoolMaxBytes)
+	}
 	code := exitOK
 	if err := a.checkAPI(ctx, names[0]); err != nil {
 		fmt.Fprintf(a.stdout, "api: FAILED: %v\n", err)

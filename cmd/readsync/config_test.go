@@ -58,6 +58,9 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"spool max bytes", map[string]string{"READSYNC_SPOOL_MAX_BYTES": "-1GiB"}, []string{"--backfill"}, "READSYNC_SPOOL_MAX_BYTES: size"},
 		{"spool flush interval", map[string]string{"READSYNC_SPOOL_FLUSH_INTERVAL": "soon"}, []string{"--backfill"}, "READSYNC_SPOOL_FLUSH_INTERVAL: time: invalid duration"},
 		{"shutdown grace negative", map[string]string{"READSYNC_SHUTDOWN_GRACE": "-1s"}, []string{"--backfill"}, "READSYNC_SHUTDOWN_GRACE -1s: must not be negative"},
+		{"spool dir not writable", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--backfill"}, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
+		{"spool dir not writable in check", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--check"}, "spool: FAILED: READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
+		{"spool dir not writable for the daemon", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, nil, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
 		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
 		{"unknown flag", nil, []string{"--backfil"}, "flag provided but not defined: -backfil"},
@@ -87,8 +90,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 			if code != exitConfig {
 				t.Errorf("exit code %d, want %d; stderr:\n%s", code, exitConfig, stderr)
 			}
-			if !strings.Contains(stderr, tt.want) {
-				t.Errorf("stderr does not contain %q:\n%s", tt.want, stderr)
+			if !strings.Contains(stdout+stderr, tt.want) {
+				t.Errorf("output does not contain %q:\n%s%s", tt.want, stdout, stderr)
 			}
 			for _, secret := range []string{"s3cr3t-value", "pa55word"} {
 				if strings.Contains(stdout+stderr, secret) {
@@ -106,7 +109,9 @@ func TestDryRunNeedsNoDSN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Concurrency != 8 || cfg.RequestTimeout.String() != "30s" || cfg.LogLevel.String() != "INFO" || cfg.Location.String() != "UTC" {
+	if cfg.Concurrency != 8 || cfg.RequestTimeout.String() != "30s" || cfg.LogLevel.String() != "INFO" || cfg.Location.String() != "UTC" ||
+		cfg.MaxRetries != 4 || cfg.RateLimit != 20 || cfg.MaxResponseBytes != 256<<20 || cfg.SpoolDir != "./spool" ||
+		cfg.SpoolMaxBytes != 1<<30 || cfg.ShutdownGrace.String() != "30s" || cfg.HTTPAddr != ":9090" {
 		t.Errorf("defaults not applied: %+v", cfg.env)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -10,25 +11,29 @@ import (
 	"github.com/readsync/readsync/sync"
 )
 
-// shutdownGrace is how long a running pass may go on after SIGTERM before
-// it is cancelled.
-const shutdownGrace = 30 * time.Second
-
-// daemon migrates ClickHouse, runs every schedule on its cron until ctx is
-// cancelled, then lets a running pass finish within the grace period.
+// daemon runs every schedule on its cron until ctx is cancelled, then lets
+// a running pass finish within the shutdown grace. ClickHouse being down
+// does not stop it: passes spool their rows, and a background flusher
+// delivers them once the server answers.
 func (a *app) daemon(ctx context.Context) int {
-	ch, err := a.openClickHouse(ctx)
+	st, err := a.openStores(ctx)
 	if err != nil {
-		a.log.Error("ClickHouse unavailable", "err", err)
-		return exitFailed
+		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
+		return exitConfig
 	}
-	defer ch.Close()
-	syncer := a.syncer(ch)
+	defer st.Close()
+	syncer := a.syncer(st.ch, st.spool)
 
 	// Passes run on a context of their own: SIGTERM stops the scheduling at
 	// once but only cancels a running pass when the grace period is over.
-	passCtx, cancelPasses := context.WithCancel(context.WithoutCancel(ctx))
+	passCtx, cancelPasses := withGrace(ctx, a.cfg.ShutdownGrace)
 	defer cancelPasses()
+
+	flusherDone := make(chan struct{})
+	go func() {
+		defer close(flusherDone)
+		a.flushLoop(ctx, st)
+	}()
 
 	cl := cronLogger{a.log}
 	c := cron.New(
@@ -43,7 +48,7 @@ func (a *app) daemon(ctx context.Context) int {
 		// The job reads its own entry to learn the tick it was started for;
 		// the scheduler has recorded it by the time the job can ask.
 		id = c.Schedule(s.Spec, cron.FuncJob(func() {
-			a.cronPass(passCtx, syncer, s, c.Entry(id).Prev)
+			a.cronPass(passCtx, st, syncer, s, c.Entry(id).Prev)
 		}))
 		names[id] = s.Name
 	}
@@ -54,29 +59,42 @@ func (a *app) daemon(ctx context.Context) int {
 	a.log.Info("daemon started", "schedules", len(a.cfg.Schedules), "version", version)
 
 	<-ctx.Done()
-	a.log.Info("shutting down: no new passes; waiting for a running pass", "grace", shutdownGrace.String())
-	stopped := c.Stop()
-	select {
-	case <-stopped.Done():
-	case <-time.After(shutdownGrace):
-		a.log.Warn("shutdown grace elapsed, cancelling the running pass")
-		cancelPasses()
-		<-stopped.Done()
-	}
-	a.log.Info("daemon stopped")
+	a.log.Info("shutting down: no new passes; a running pass may finish", "grace", a.cfg.ShutdownGrace.String())
+	// Stop's context is done when running jobs return; passes cancelled at
+	// the end of the grace spool their rows and return promptly.
+	<-c.Stop().Done()
+	<-flusherDone
+	a.log.Info("daemon stopped", "spool_entries", st.spool.Stats().Entries)
 	return exitOK
 }
 
-// cronPass runs one scheduled pass stamped with its tick. It must end
-// before the schedule's next tick, so a slow upstream costs one snapshot
-// rather than piling passes up.
-func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
+// flushLoop delivers spooled entries every READSYNC_SPOOL_FLUSH_INTERVAL
+// until ctx ends, so rows spooled during an outage arrive soon after it
+// ends rather than at the next pass.
+func (a *app) flushLoop(ctx context.Context, st stores) {
+	t := time.NewTicker(a.cfg.SpoolFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.flushSpool(ctx, st)
+		}
+	}
+}
+
+// cronPass runs one scheduled pass stamped with its tick, after replaying
+// the spool. It must end before the schedule's next tick, so a slow
+// upstream costs one snapshot rather than piling passes up.
+func (a *app) cronPass(ctx context.Context, st stores, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
 	if tick.IsZero() {
 		tick = time.Now()
 	}
 	tick = tick.UTC().Truncate(time.Second)
 	ctx, cancel := context.WithDeadline(ctx, s.Spec.Next(tick))
 	defer cancel()
+	a.flushSpool(ctx, st)
 	_, err := syncer.Run(ctx, sync.Pass{
 		Names:      s.NFTNames,
 		Schedule:   s.Name,

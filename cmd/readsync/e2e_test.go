@@ -29,6 +29,8 @@ type fixture struct {
 	srv *apitest.Server
 	db  *sinktest.DB
 	env map[string]string
+	// secrets must never appear in anything readsync prints.
+	secrets []string
 }
 
 func newFixture(t *testing.T, names []string, opts ...apitest.Option) *fixture {
@@ -37,33 +39,58 @@ func newFixture(t *testing.T, names []string, opts ...apitest.Option) *fixture {
 	t.Cleanup(srv.Close)
 	db := sinktest.New(t)
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		b, _ := json.Marshal(n) // a JSON string is a valid YAML double-quoted scalar
-		quoted[i] = string(b)
-	}
-	doc := fmt.Sprintf("schedules:\n  - name: hourly\n    cron: \"0 * * * *\"\n    nft_names: [%s]\n", strings.Join(quoted, ", "))
-	if err := os.WriteFile(schedules, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{srv: srv, db: db, env: map[string]string{
+	writeSchedules(t, schedules, "hourly", "0 * * * *", names)
+	return &fixture{srv: srv, db: db, secrets: []string{testSecret}, env: map[string]string{
 		"READSYNC_API_BASE_URL":   srv.URL,
 		"READSYNC_CLIENT_ID":      "1001",
 		"READSYNC_CLIENT_SECRET":  testSecret,
 		"READSYNC_CLICKHOUSE_DSN": db.DSN,
 		"READSYNC_SCHEDULES_FILE": schedules,
 		"READSYNC_LOG_LEVEL":      "debug",
+		"READSYNC_SPOOL_DIR":      filepath.Join(t.TempDir(), "spool"),
+		// Fast retries and no rate limit keep the tests quick; both are
+		// exercised on their own.
+		"READSYNC_RETRY_BACKOFF": "1ms",
+		"READSYNC_RATE_LIMIT":    "0",
 	}}
+}
+
+// writeSchedules writes a schedules file with one schedule.
+func writeSchedules(t *testing.T, path, name, spec string, names []string) {
+	t.Helper()
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		b, _ := json.Marshal(n) // a JSON string is a valid YAML double-quoted scalar
+		quoted[i] = string(b)
+	}
+	doc := fmt.Sprintf("schedules:\n  - name: %s\n    cron: %q\n    nft_names: [%s]\n", name, spec, strings.Join(quoted, ", "))
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeSchedules replaces the fixture's schedules file.
+func (f *fixture) writeSchedules(t *testing.T, name, spec string, names []string) {
+	t.Helper()
+	writeSchedules(t, f.env["READSYNC_SCHEDULES_FILE"], name, spec, names)
 }
 
 func (f *fixture) run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), args, envconfig.MapLookuper(f.env), &stdout, &stderr)
-	if strings.Contains(stdout.String()+stderr.String(), testSecret) {
-		t.Errorf("output leaks the client secret")
-	}
+	f.noSecrets(t, stdout.String()+stderr.String())
 	return code, stdout.String(), stderr.String()
+}
+
+// noSecrets fails the test if out contains any of the fixture's secrets.
+func (f *fixture) noSecrets(t *testing.T, out string) {
+	t.Helper()
+	for _, s := range f.secrets {
+		if strings.Contains(out, s) {
+			t.Errorf("output leaks the secret %q", s)
+		}
+	}
 }
 
 func (f *fixture) query(t *testing.T, q string, dest ...any) {

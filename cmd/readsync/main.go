@@ -14,12 +14,14 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+	"time"
 	_ "time/tzdata" // READSYNC_SOURCE_TIMEZONE must resolve in images without a zone database
 
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/readsync/readsync/apiclient"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -31,9 +33,10 @@ var (
 
 // Exit codes; they are a contract with schedulers and scripts.
 const (
-	exitOK     = 0 // every name synced
-	exitFailed = 1 // at least one name failed, or the run could not complete
-	exitConfig = 2 // bad configuration or usage
+	exitOK      = 0 // every name synced
+	exitFailed  = 1 // at least one name failed, or the run could not complete
+	exitConfig  = 2 // bad configuration or usage
+	exitSpooled = 3 // rows were fetched but some wait in the spool; takes precedence over 1
 )
 
 func main() {
@@ -108,27 +111,79 @@ func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, erro
 	return &app{cfg: cfg, log: log, api: api, stdout: stdout, stderr: stderr}, nil
 }
 
-// openClickHouse connects and migrates, so that every mode that writes
-// finds its tables.
-func (a *app) openClickHouse(ctx context.Context) (*sink.ClickHouse, error) {
-	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
-	if err != nil {
-		return nil, err
-	}
-	if err := ch.Migrate(ctx); err != nil {
-		ch.Close()
-		return nil, err
-	}
-	return ch, nil
+// stores is where a writing mode puts rows: ClickHouse, and the spool for
+// what ClickHouse does not take.
+type stores struct {
+	ch    *sink.ClickHouse
+	spool *spool.Spool
 }
 
-func (a *app) syncer(s sync.Sink) *sync.Syncer {
+func (s stores) Close() { s.ch.Close() }
+
+// openStores opens the spool and connects to ClickHouse. An unwritable
+// spool is a configuration error; an unreachable ClickHouse is not an
+// error at all: rows are spooled and the schema is created on the first
+// write that reaches the server.
+func (a *app) openStores(ctx context.Context) (stores, error) {
+	sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
+	if err != nil {
+		return stores{}, configErrorf("READSYNC_SPOOL_DIR: %w", err)
+	}
+	if st := sp.Stats(); st.Entries > 0 {
+		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes)
+	}
+	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
+	if err != nil {
+		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := ch.Migrate(mctx); err != nil {
+		a.log.Warn("ClickHouse unavailable; rows will be spooled until it answers", "err", err)
+	}
+	return stores{ch: ch, spool: sp}, nil
+}
+
+// flushSpool replays spooled entries into ClickHouse. A failure is logged
+// and left for the next attempt: the entries stay on disk.
+func (a *app) flushSpool(ctx context.Context, s stores) {
+	if s.spool.Stats().Entries == 0 {
+		return
+	}
+	n, err := s.spool.Flush(ctx, s.ch)
+	left := s.spool.Stats()
+	if err != nil {
+		a.log.Warn("spool not flushed; entries kept for the next attempt", "flushed", n, "entries_left", left.Entries, "err", err)
+		return
+	}
+	a.log.Info("spool flushed", "flushed", n, "entries_left", left.Entries)
+}
+
+func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {
 	return sync.New(sync.Config{
-		Source:      a.api,
-		Sink:        s,
-		Concurrency: a.cfg.Concurrency,
-		BatchRows:   a.cfg.BatchRows,
-		Location:    a.cfg.Location,
-		Logger:      a.log,
+		Source:       a.api,
+		Sink:         s,
+		Spool:        sp,
+		WriteBackoff: a.cfg.RetryBackoff,
+		Concurrency:  a.cfg.Concurrency,
+		BatchRows:    a.cfg.BatchRows,
+		Location:     a.cfg.Location,
+		Logger:       a.log,
 	})
+}
+
+// withGrace returns a context for passes that outlives parent by grace:
+// when parent ends (a signal), the passes keep going for grace and are then
+// cancelled with sync.ErrShutdown, which sends their fetched rows to the
+// spool.
+func withGrace(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	stop := context.AfterFunc(parent, func() {
+		t := time.AfterFunc(grace, func() { cancel(sync.ErrShutdown) })
+		context.AfterFunc(ctx, func() { t.Stop() })
+	})
+	return ctx, func() {
+		stop()
+		cancel(context.Canceled)
+	}
 }
