@@ -180,11 +180,9 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
 	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
-	w := &writer{store: st, limit: s.cfg.BatchRows, log: log}
-	for r := range s.fetchAll(ctx, names, snapshotAt, log) {
-		w.add(ctx, r)
-	}
-	w.flush(ctx)
+	w := newWriter(ctx, st, s.cfg.BatchRows, log)
+	s.fetchAll(ctx, names, snapshotAt, w, log)
+	w.close()
 
 	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
 	rep.Run = sink.Run{
@@ -213,19 +211,10 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	return rep, nil
 }
 
-// result is one name's rows, or why there are none.
-type result struct {
-	nft  string
-	rows sink.Batch
-	err  error
-}
-
-// fetchAll fetches names with bounded concurrency and delivers one result
-// per name. The channel is closed when every name is done.
-func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.Time, log *slog.Logger) <-chan result {
-	n := s.cfg.Concurrency
+// fetchAll fetches names with bounded concurrency, handing their rows to
+// w as they are decoded. It returns when every name is done.
+func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.Time, w *writer, log *slog.Logger) {
 	jobs := make(chan string)
-	out := make(chan result, n)
 	var g errgroup.Group
 	g.Go(func() error {
 		defer close(jobs)
@@ -234,58 +223,71 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 		}
 		return nil
 	})
-	for range n {
+	for range s.cfg.Concurrency {
 		g.Go(func() error {
+			// Each worker reuses one staging buffer for all its names.
+			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows)}
 			for name := range jobs {
-				out <- s.fetchName(ctx, name, snapshotAt, log.With("nft", name))
+				if err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name)); err != nil {
+					w.fail(name, err)
+				}
 			}
 			return nil
 		})
 	}
-	go func() {
-		_ = g.Wait()
-		close(out)
-	}()
-	return out
+	_ = g.Wait()
 }
 
-// fetchName fetches one project and its messages and builds their rows.
-func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time, log *slog.Logger) result {
+// spillRows is how many rows of one name are staged before they join the
+// shared batch. Below it, a name's rows are written only once its list has
+// completed; a larger list streams through instead of filling memory.
+func spillRows(batchRows int) int { return min(max(batchRows/8, 1), 4096) }
+
+// fetchName fetches one project and its messages and hands their rows to
+// the writer through st.
+func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time, st *stage, log *slog.Logger) error {
 	if err := ctx.Err(); err != nil {
-		return result{nft: nft, err: fmt.Errorf("pass ended before this name was fetched: %w", err)}
+		return fmt.Errorf("pass ended before this name was fetched: %w", err)
 	}
 	start := s.cfg.Now()
-	version := s.nextVersion()
 	p, err := s.cfg.Source.ProjectDetails(ctx, nft)
 	if err != nil {
-		return result{nft: nft, err: err}
+		return err
 	}
-	b := newRowBuilder(s.cfg.Location, snapshotAt, start, version)
-	r := result{nft: nft}
-	r.rows.Projects = append(r.rows.Projects, b.project(p))
+	b := newRowBuilder(s.cfg.Location, snapshotAt, start, s.nextVersion())
+	st.begin(nft)
+	st.rows.Projects = append(st.rows.Projects, b.project(p))
 	restoreWarnings := b.checkpoint()
+	messages := 0
 	err = s.cfg.Source.ListMessages(ctx, p.ID, func(m apiclient.Message) error {
-		r.rows.Messages = append(r.rows.Messages, b.message(p.ID, m))
+		messages++
+		st.rows.Messages = append(st.rows.Messages, b.message(p.ID, m))
 		if snap, ok := b.snapshot(p.ID, m); ok {
-			r.rows.Snapshots = append(r.rows.Snapshots, snap)
+			st.rows.Snapshots = append(st.rows.Snapshots, snap)
 		}
+		st.maybeSpill()
 		return nil
 	}, func() {
-		// A retried list comes again from its start; the failed
-		// attempt's rows and warnings are not the list's.
-		r.rows.Messages, r.rows.Snapshots = r.rows.Messages[:0], r.rows.Snapshots[:0]
+		// A retried list comes again from its start. Its rows get a newer
+		// version, so they replace any of the failed attempt's rows that
+		// were already spilled; the rest are dropped here.
+		messages = 0
+		st.rows.Messages, st.rows.Snapshots = st.rows.Messages[:0], st.rows.Snapshots[:0]
+		b.version = s.nextVersion()
 		restoreWarnings()
 	})
 	if err != nil {
-		return result{nft: nft, err: err}
+		st.abort()
+		return err
 	}
 	if p.NFT != nft {
 		log.Warn("project nft differs from the name asked for", "project_nft", p.NFT)
 	}
 	b.logWarnings(log)
-	log.Debug("name fetched", "project_id", p.ID, "messages", len(r.rows.Messages),
+	st.commit()
+	log.Debug("name fetched", "project_id", p.ID, "messages", messages,
 		"duration_ms", time.Since(start).Milliseconds())
-	return r
+	return nil
 }
 
 // status summarises a pass for sync_runs: its status and, when names

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	gosync "sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -125,59 +127,171 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 	return err
 }
 
-// writer gathers the rows of many names into one batch and stores it when
-// it is full, so a pass makes a few large INSERTs rather than one per name.
+// stage holds one name's rows on one fetch worker until they join the
+// shared batch: all at once when the name's list has completed, or in
+// pieces of spill rows when the list is long.
+type stage struct {
+	w     *writer
+	spill int
+	nft   string
+	rows  sink.Batch
+}
+
+func (s *stage) begin(nft string) {
+	s.nft = nft
+	s.rows.Reset()
+}
+
+func (s *stage) maybeSpill() {
+	if s.rows.Len() >= s.spill {
+		s.w.add(s.nft, &s.rows)
+		s.rows.Reset()
+	}
+}
+
+func (s *stage) commit() {
+	s.w.add(s.nft, &s.rows)
+	s.rows.Reset()
+}
+
+func (s *stage) abort() { s.rows.Reset() }
+
+// writer gathers the rows of many names into one shared batch and hands it
+// to a background flusher when it is full, so a pass makes a few large
+// INSERTs rather than one per name, and fetching goes on while a batch is
+// written. Three batches circulate: one filling, one queued, one being
+// written. When all three are taken, add blocks: the back-pressure that
+// bounds a pass's memory whatever the size of its lists.
 type writer struct {
-	store     *store
-	limit     int
-	log       *slog.Logger
-	batch     sink.Batch
-	pending   []string // names whose rows are in batch
+	ctx   context.Context
+	store *store
+	limit int
+	log   *slog.Logger
+
+	mu    gosync.Mutex // guards batch and names; held while waiting for room
+	batch *sink.Batch
+	names map[string]struct{} // names with rows in batch
+	full  chan fullBatch
+	free  chan *sink.Batch
+	done  chan struct{}
+
+	resMu     gosync.Mutex // guards the results below
+	failedSet map[string]bool
 	failed    []NameError
 	rows      int // rows written to the sink
 	snapshots int // snapshot rows written or spooled
 	spooled   int // rows spooled
 }
 
-func (w *writer) add(ctx context.Context, r result) {
-	if r.err != nil {
-		w.fail(r.nft, r.err)
+type fullBatch struct {
+	b     *sink.Batch
+	names []string
+}
+
+func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *writer {
+	w := &writer{
+		ctx:       ctx,
+		store:     st,
+		limit:     limit,
+		log:       log,
+		batch:     &sink.Batch{},
+		names:     make(map[string]struct{}),
+		full:      make(chan fullBatch, 1),
+		free:      make(chan *sink.Batch, 2),
+		done:      make(chan struct{}),
+		failedSet: make(map[string]bool),
+	}
+	w.free <- &sink.Batch{}
+	w.free <- &sink.Batch{}
+	go w.flushLoop()
+	return w
+}
+
+// add copies rows of the name nft into the shared batch, handing the batch
+// to the flusher when it is full.
+func (w *writer) add(nft string, rows *sink.Batch) {
+	if rows.Len() == 0 {
 		return
 	}
-	w.batch.Projects = append(w.batch.Projects, r.rows.Projects...)
-	w.batch.Messages = append(w.batch.Messages, r.rows.Messages...)
-	w.batch.Snapshots = append(w.batch.Snapshots, r.rows.Snapshots...)
-	w.pending = append(w.pending, r.nft)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.batch.Projects = append(w.batch.Projects, rows.Projects...)
+	w.batch.Messages = append(w.batch.Messages, rows.Messages...)
+	w.batch.Snapshots = append(w.batch.Snapshots, rows.Snapshots...)
+	w.names[nft] = struct{}{}
 	if w.batch.Len() >= w.limit {
-		w.flush(ctx)
+		w.handOff()
 	}
 }
 
-// flush stores the batch. Rows neither written nor spooled fail every name
-// in the batch: their snapshots are lost, and the run record must say so.
-func (w *writer) flush(ctx context.Context) {
-	if len(w.pending) == 0 {
-		return
+// handOff queues the current batch for writing and takes an empty one.
+// The caller holds mu.
+func (w *writer) handOff() {
+	names := make([]string, 0, len(w.names))
+	for n := range w.names {
+		names = append(names, n)
 	}
-	n, snaps := w.batch.Len(), len(w.batch.Snapshots)
-	switch out, err := w.store.write(ctx, &w.batch); out {
+	clear(w.names)
+	w.full <- fullBatch{b: w.batch, names: names}
+	w.batch = <-w.free
+}
+
+// close writes what is left and waits until every batch is stored.
+func (w *writer) close() {
+	w.mu.Lock()
+	if w.batch.Len() > 0 {
+		w.handOff()
+	}
+	close(w.full)
+	w.mu.Unlock()
+	<-w.done
+}
+
+func (w *writer) flushLoop() {
+	defer close(w.done)
+	for fb := range w.full {
+		w.flush(fb)
+		fb.b.Reset()
+		w.free <- fb.b
+	}
+}
+
+// flush stores one batch. Rows neither written nor spooled fail every name
+// with rows in the batch: their snapshots are lost, and the run record
+// must say so.
+func (w *writer) flush(fb fullBatch) {
+	n, snaps := fb.b.Len(), len(fb.b.Snapshots)
+	out, err := w.store.write(w.ctx, fb.b)
+	w.resMu.Lock()
+	defer w.resMu.Unlock()
+	switch out {
 	case written:
 		w.rows += n
 		w.snapshots += snaps
-		w.log.Debug("batch written", "rows", n, "names", len(w.pending))
+		w.log.Debug("batch written", "rows", n, "names", len(fb.names))
 	case spooled:
 		w.spooled += n
 		w.snapshots += snaps
 	default:
-		for _, nft := range w.pending {
-			w.fail(nft, err)
+		slices.Sort(fb.names)
+		for _, nft := range fb.names {
+			w.failLocked(nft, err)
 		}
 	}
-	w.batch.Reset()
-	w.pending = w.pending[:0]
 }
 
+// fail records that the name nft failed; a name is reported once.
 func (w *writer) fail(nft string, err error) {
+	w.resMu.Lock()
+	defer w.resMu.Unlock()
+	w.failLocked(nft, err)
+}
+
+func (w *writer) failLocked(nft string, err error) {
+	if w.failedSet[nft] {
+		return
+	}
+	w.failedSet[nft] = true
 	w.failed = append(w.failed, NameError{NFT: nft, Err: err})
 	w.log.Error("name failed", "nft", nft, "err", err)
 }
