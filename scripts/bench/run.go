@@ -42,6 +42,16 @@ type result struct {
 	logPath string
 }
 
+// ownInserts is the INSERT count of this run alone: the server-wide count
+// unless it exceeds the blocks the bench database received, which means
+// another client was inserting into the same server.
+func (r result) ownInserts() uint64 {
+	if r.blocks > 0 && r.blocks < r.inserts {
+		return r.blocks
+	}
+	return r.inserts
+}
+
 // complete reports whether the run exited cleanly and wrote every snapshot.
 func (r result) complete() bool { return r.exit == 0 && r.snapshots == r.workload.snapshots() }
 
