@@ -101,6 +101,9 @@ func runWorkload(ctx context.Context, o options, w workload, ch *clickHouse) (re
 	}
 	r.inserts = after - before
 	if err := ch.count(ctx, o.database, &r); err != nil {
+		if r.exit != 0 {
+			return r, fmt.Errorf("readsync exited %d and left nothing to count (%w): %s", r.exit, err, tail(r.logPath))
+		}
 		return r, err
 	}
 	r.fakeCPU = fake.stop()
