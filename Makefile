@@ -8,8 +8,14 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # How long `make test` runs each fuzz target; `make fuzz FUZZTIME=5m` digs deeper.
 FUZZTIME ?= 3s
 FUZZ_TARGETS := ./apiclient:FuzzDecodeList ./apiclient:FuzzDecodeProject ./sync:FuzzParsePercent ./sync:FuzzParseSourceTime
+# The workload of `make bench`: the "readsync at scale" issue's, by default.
+BENCH_NAMES        ?= 2000
+BENCH_MESSAGES     ?= 20
+BENCH_LATENCY      ?= 20ms
+BENCH_CONCURRENCY  ?= 16
+BENCH_BIG_MESSAGES ?= 300000
 
-.PHONY: all build test lint unit fuzz demo clickhouse clickhouse-stop clean
+.PHONY: all build test lint unit fuzz demo bench bench-go clickhouse clickhouse-stop clean
 
 all: build
 
@@ -42,6 +48,18 @@ fuzz:
 ## demo: fake upstream + local ClickHouse + three backfills + a read-trend table.
 demo: build
 	@scripts/demo.sh
+
+## bench: one backfill per workload against the fake upstream and local ClickHouse; prints one table.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench: build
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/bench -dsn "$$dsn" -bin $(BIN) \
+		-names $(BENCH_NAMES) -messages $(BENCH_MESSAGES) -latency $(BENCH_LATENCY) \
+		-concurrency $(BENCH_CONCURRENCY) -big-messages $(BENCH_BIG_MESSAGES)
+
+## bench-go: per-message Go benchmarks of list decoding and row building.
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./apiclient ./sync
 
 clickhouse:
 	@scripts/clickhouse.sh ensure

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// clickHouse is the bench's own connection, for preparing the database and
+// reading counters; readsync opens its own.
+type clickHouse struct {
+	conn driver.Conn
+}
+
+func openClickHouse(ctx context.Context, dsn string) (*clickHouse, error) {
+	// Parsing as a URL first keeps the DSN, which may hold a password, out
+	// of the error: url.Parse quotes its input, so only the cause is kept.
+	if _, err := parseDSN(dsn); err != nil {
+		return nil, err
+	}
+	opts, err := clickhouse.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	// Every query names its database, which need not exist yet.
+	opts.Auth.Database = ""
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open ClickHouse: %w", err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ping ClickHouse: %w", err)
+	}
+	return &clickHouse{conn: conn}, nil
+}
+
+// Close closes the connection.
+func (c *clickHouse) Close() error { return c.conn.Close() }
+
+func (c *clickHouse) exec(ctx context.Context, q string) error {
+	if err := c.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("ClickHouse %q: %w", q, err)
+	}
+	return nil
+}
+
+// number runs a query that returns one UInt64.
+func (c *clickHouse) number(ctx context.Context, q string) (uint64, error) {
+	var n uint64
+	if err := c.conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ClickHouse %q: %w", q, err)
+	}
+	return n, nil
+}
+
+func (c *clickHouse) version(ctx context.Context) (string, error) {
+	var v string
+	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return "", fmt.Errorf("ClickHouse version: %w", err)
+	}
+	return v, nil
+}
+
+// insertQueries reads the server's InsertQuery counter. system.events lists
+// only events that happened, hence the sum: 0 on a server that has not
+// inserted yet.
+func (c *clickHouse) insertQueries(ctx context.Context) (uint64, error) {
+	return c.number(ctx, "SELECT toUInt64(sum(value)) FROM system.events WHERE event = 'InsertQuery'")
+}
+
+// count fills in r the rows and snapshots in the database, which was empty
+// before the run, and the blocks its tables received. Every INSERT into a
+// MergeTree table takes the next block number of that table (the snapshots
+// of a pass share one month partition), so the highest block number per
+// table counts this database's INSERTs whatever else the server does.
+func (c *clickHouse) count(ctx context.Context, db string, r *result) error {
+	var err error
+	for _, t := range []string{"projects", "messages", "message_read_snapshots"} {
+		n, cerr := c.number(ctx, fmt.Sprintf("SELECT count() FROM %s.%s", db, t))
+		err = errors.Join(err, cerr)
+		r.rows += n
+		if t == "message_read_snapshots" {
+			r.snapshots = n
+		}
+	}
+	blocks, berr := c.number(ctx, fmt.Sprintf(`SELECT toUInt64(sum(b)) FROM
+		(SELECT table, max(max_block_number) AS b FROM system.parts WHERE database = '%s' GROUP BY table)`, db))
+	r.blocks = blocks
+	return errors.Join(err, berr)
+}
+
+// parseDSN parses a native DSN without ever quoting it in an error.
+func parseDSN(dsn string) (*url.URL, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("-dsn is not a URL: %w", err)
+	}
+	if u.Scheme != "clickhouse" && u.Scheme != "tcp" {
+		return nil, fmt.Errorf("-dsn scheme %q: want clickhouse://user:password@host:9000/database", u.Scheme)
+	}
+	return u, nil
+}
+
+// databaseDSN is dsn with its database replaced by db, for readsync.
+func databaseDSN(dsn, db string) (string, error) {
+	u, err := parseDSN(dsn)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + db
+	u.RawPath = ""
+	return u.String(), nil
+}
