@@ -159,9 +159,10 @@ func (s *stage) abort() { s.rows.Reset() }
 // writer gathers the rows of many names into one shared batch and hands it
 // to a background flusher when it is full, so a pass makes a few large
 // INSERTs rather than one per name, and fetching goes on while a batch is
-// written. Three batches circulate: one filling, one queued, one being
-// written. When all three are taken, add blocks: the back-pressure that
-// bounds a pass's memory whatever the size of its lists.
+// written. Two batches circulate: one filling while the other is written.
+// When the filling one is full before the other is written, add blocks:
+// the back-pressure that bounds a pass's memory whatever the size of its
+// lists.
 type writer struct {
 	ctx   context.Context
 	store *store
@@ -196,12 +197,11 @@ func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *wri
 		log:       log,
 		batch:     &sink.Batch{},
 		names:     make(map[string]struct{}),
-		full:      make(chan fullBatch, 1),
-		free:      make(chan *sink.Batch, 2),
+		full:      make(chan fullBatch),
+		free:      make(chan *sink.Batch, 1),
 		done:      make(chan struct{}),
 		failedSet: make(map[string]bool),
 	}
-	w.free <- &sink.Batch{}
 	w.free <- &sink.Batch{}
 	go w.flushLoop()
 	return w
