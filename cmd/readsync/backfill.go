@@ -57,7 +57,9 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 }
 
 // backfillNames picks the pass's names from the flags: --nft exactly,
-// --schedule one schedule's, otherwise every schedule's once.
+// --schedule one schedule's, otherwise every schedule's once. Names from
+// schedules are limited to READSYNC_SHARD's; --nft names are taken as
+// given, since naming them is an explicit request.
 func (a *app) backfillNames(f flags) ([]string, string, error) {
 	switch {
 	case len(f.nft) > 0:
@@ -65,7 +67,7 @@ func (a *app) backfillNames(f flags) ([]string, string, error) {
 	case f.schedule != "":
 		for _, s := range a.cfg.Schedules {
 			if s.Name == f.schedule {
-				return s.NFTNames, s.Name, nil
+				return a.cfg.ShardOf.Filter(s.NFTNames), s.Name, nil
 			}
 		}
 		known := make([]string, len(a.cfg.Schedules))
@@ -75,6 +77,6 @@ func (a *app) backfillNames(f flags) ([]string, string, error) {
 		return nil, "", fmt.Errorf("--schedule %q: no such schedule in %s (have %s)",
 			f.schedule, a.cfg.SchedulesFile, strings.Join(known, ", "))
 	default:
-		return sync.Names(a.cfg.Schedules), "", nil
+		return a.cfg.ShardOf.Filter(sync.Names(a.cfg.Schedules)), "", nil
 	}
 }

@@ -65,8 +65,10 @@ type env struct {
 // config is env validated and parsed, plus the schedules file.
 type config struct {
 	env
-	Location  *time.Location
-	LogLevel  slog.Level
+	Location *time.Location
+	LogLevel slog.Level
+	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
+	ShardOf   sync.Shard
 	DSN       sink.DSN // zero in dry-run mode
 	Schedules []sync.Schedule
 }
@@ -144,6 +146,11 @@ func (c *config) validate(needDSN bool) error {
 	if c.ShutdownGrace < 0 {
 		return configErrorf("READSYNC_SHUTDOWN_GRACE %s: must not be negative", c.ShutdownGrace)
 	}
+	shard, err := sync.ParseShard(c.Shard)
+	if err != nil {
+		return configErrorf("READSYNC_SHARD: %w", err)
+	}
+	c.ShardOf = shard
 	if err := c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)); err != nil {
 		return configErrorf("READSYNC_LOG_LEVEL %q: must be debug, info, warn or error", c.env.LogLevel)
 	}

@@ -61,6 +61,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"spool dir not writable", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--backfill"}, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"spool dir not writable in check", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--check"}, "spool: FAILED: READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"spool dir not writable for the daemon", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, nil, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
+		{"shard out of range", map[string]string{"READSYNC_SHARD": "3/3"}, []string{"--backfill"}, `READSYNC_SHARD: shard "3/3": want 0 <= i < n`},
+		{"shard not a fraction", map[string]string{"READSYNC_SHARD": "web-0"}, []string{"--backfill"}, `READSYNC_SHARD: shard "web-0": want i/n`},
 		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
 		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
 		{"unknown flag", nil, []string{"--backfil"}, "flag provided but not defined: -backfil"},

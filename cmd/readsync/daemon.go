@@ -44,6 +44,11 @@ func (a *app) daemon(ctx context.Context) int {
 	)
 	names := make(map[cron.EntryID]string, len(a.cfg.Schedules))
 	for _, s := range a.cfg.Schedules {
+		s.NFTNames = a.cfg.ShardOf.Filter(s.NFTNames)
+		if len(s.NFTNames) == 0 {
+			a.log.Info("schedule has no names in this shard; not armed", "schedule", s.Name, "shard", a.cfg.ShardOf.String())
+			continue
+		}
 		var id cron.EntryID
 		// The job reads its own entry to learn the tick it was started for;
 		// the scheduler has recorded it by the time the job can ask.
@@ -56,7 +61,7 @@ func (a *app) daemon(ctx context.Context) int {
 	for _, e := range c.Entries() {
 		a.log.Info("schedule armed", "schedule", names[e.ID], "next", e.Next)
 	}
-	a.log.Info("daemon started", "schedules", len(a.cfg.Schedules), "version", version)
+	a.log.Info("daemon started", "schedules", len(names), "shard", a.cfg.ShardOf.String(), "version", version)
 
 	<-ctx.Done()
 	a.log.Info("shutting down: no new passes; a running pass may finish", "grace", a.cfg.ShutdownGrace.String())

@@ -386,3 +386,32 @@ func TestSecretsNeverLeak(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// Two replicas with READSYNC_SHARD 0/2 and 1/2 together fetch every name
+// exactly once, and neither fetches them all.
+func TestShardsSplitTheNames(t *testing.T) {
+	projects := apitest.Generate(40, 2, 6)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	perShard := map[string]int{}
+	for _, shard := range []string{"0/2", "1/2"} {
+		f.env["READSYNC_SHARD"] = shard
+		f.srv.ResetRequests()
+		if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+			t.Fatalf("shard %s: exit %d; log:\n%s", shard, code, stderr)
+		}
+		for _, r := range f.srv.Requests() {
+			if n := r.Query.Get("nft_name"); n != "" {
+				perShard[n]++
+			}
+		}
+		if n := f.srv.RequestCount(apitest.DetailPath); n == 0 || n == len(projects) {
+			t.Errorf("shard %s fetched %d of %d names", shard, n, len(projects))
+		}
+	}
+	for _, name := range namesOf(projects) {
+		if perShard[name] != 1 {
+			t.Errorf("%q fetched %d times across the shards", name, perShard[name])
+		}
+	}
+	f.exactlyOnce(t, snapshotsOf(projects))
+}
