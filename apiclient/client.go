@@ -58,6 +58,10 @@ type Config struct {
 	RateLimit float64
 	// Logger receives a warning for every retry; nil discards them.
 	Logger *slog.Logger
+	// Observe, when set, is called after every attempt of a request with
+	// the operation ("project_details" or "list_messages"), its outcome
+	// (see Outcome) and its duration, e.g. to feed metrics.
+	Observe func(op, outcome string, d time.Duration)
 }
 
 // Client performs the API's operations. It is safe for concurrent use.
@@ -74,6 +78,7 @@ type Client struct {
 	backoff    time.Duration
 	limiter    *rate.Limiter // nil when unlimited
 	log        *slog.Logger
+	observe    func(op, outcome string, d time.Duration)
 }
 
 // New validates cfg and returns a Client.
@@ -100,6 +105,7 @@ func New(cfg Config) (*Client, error) {
 		maxRetries: max(cfg.MaxRetries, 0),
 		backoff:    cfg.RetryBackoff,
 		log:        cfg.Logger,
+		observe:    cfg.Observe,
 	}
 	if cfg.RateLimit > 0 {
 		// A burst of one spaces requests evenly: the limit holds over any

@@ -35,7 +35,7 @@ func decodeProject(r io.Reader) (Project, error) {
 	}
 	var env envelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return Project{}, fmt.Errorf("invalid JSON: %w", err)
+		return Project{}, fmt.Errorf("%w: %w", errInvalidJSON, err)
 	}
 	env.hasCode = env.Code != ""
 	if err := env.check(); err != nil {
@@ -158,7 +158,7 @@ func objectKey(dec *json.Decoder) (string, error) {
 	}
 	key, ok := tok.(string)
 	if !ok {
-		return "", fmt.Errorf("invalid JSON: object key is %v", describe(tok))
+		return "", fmt.Errorf("%w: object key is %v", errInvalidJSON, describe(tok))
 	}
 	return key, nil
 }
@@ -184,10 +184,13 @@ func expectDelim(dec *json.Decoder, want json.Delim) error {
 		return invalidJSON(err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != want {
-		return fmt.Errorf("invalid JSON: expected %q, found %v", want, describe(tok))
+		return fmt.Errorf("%w: expected %q, found %v", errInvalidJSON, want, describe(tok))
 	}
 	return nil
 }
+
+// errInvalidJSON is in the chain of every error about a malformed body.
+var errInvalidJSON = errors.New("invalid JSON")
 
 // invalidJSON marks decoding failures; a body cut short reads as an
 // unexpected end rather than a bare EOF.
@@ -198,7 +201,7 @@ func invalidJSON(err error) error {
 	if err == io.EOF {
 		err = io.ErrUnexpectedEOF
 	}
-	return fmt.Errorf("invalid JSON: %w", err)
+	return fmt.Errorf("%w: %w", errInvalidJSON, err)
 }
 
 func describe(tok json.Token) string {

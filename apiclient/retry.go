@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -54,7 +56,11 @@ func (c *Client) retry(ctx context.Context, op string, attempt func() error, log
 				return struct{}{}, backoff.Permanent(fmt.Errorf("waiting for the request rate limit: %w", err))
 			}
 		}
+		start := time.Now()
 		err := attempt()
+		if c.observe != nil {
+			c.observe(op, Outcome(err), time.Since(start))
+		}
 		if err == nil {
 			return struct{}{}, nil
 		}
@@ -152,6 +158,42 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	return min(d, maxRetryAfter), true
+}
+
+// Outcome names the result of one request attempt with a short, bounded
+// word, for metrics: ok, http_4xx, http_429, http_5xx, envelope, timeout,
+// too_large, invalid_body, canceled or network.
+func Outcome(err error) string {
+	var se *StatusError
+	var env *EnvelopeError
+	var cb *callbackError
+	switch {
+	case err == nil, errors.As(err, &cb):
+		return "ok"
+	case errors.As(err, &se):
+		switch {
+		case se.StatusCode == http.StatusTooManyRequests:
+			return "http_429"
+		case se.StatusCode >= 500:
+			return "http_5xx"
+		default:
+			return "http_4xx"
+		}
+	case errors.As(err, &env):
+		return "envelope"
+	case errors.Is(err, ErrResponseTooLarge):
+		return "too_large"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.As(err, new(*url.Error)), errors.As(err, new(*net.OpError)):
+		return "network"
+	default:
+		// Everything else was raised while reading the body: cut short,
+		// malformed, or not shaped like the spec.
+		return "invalid_body"
+	}
 }
 
 // discardLogger is used when Config leaves Logger nil.

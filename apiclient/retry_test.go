@@ -244,3 +244,36 @@ func TestRateLimitSpacesRequests(t *testing.T) {
 		t.Errorf("%d requests reached the server, want 2", n)
 	}
 }
+
+func TestOutcomesAreObserved(t *testing.T) {
+	project := apitest.Project{ID: 7, NFT: "p.eth", Messages: []apitest.Message{{ID: 1}}}
+	tests := []struct {
+		fault apitest.Fault
+		want  string
+	}{
+		{apitest.Fault{}, "ok"},
+		{apitest.StatusFault(502, "<html/>"), "http_5xx"},
+		{apitest.RateLimited("0"), "http_429"},
+		{apitest.StatusFault(404, "no"), "http_4xx"},
+		{apitest.FailureEnvelope(), "envelope"},
+		{apitest.InvalidJSON(), "invalid_body"},
+		{apitest.Truncated(20), "invalid_body"},
+		{apitest.Slow(2 * time.Second), "timeout"},
+		{apitest.ConnReset(), "network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			srv := newServer(t, apitest.WithProjects(project), apitest.WithFault("p.eth", tt.fault))
+			var got []string
+			c := newClient(t, srv, func(c *apiclient.Config) {
+				retrying(&retryLog{})(c)
+				c.MaxRetries = 0
+				c.Observe = func(op, outcome string, d time.Duration) { got = append(got, op+" "+outcome) }
+			})
+			_, _ = c.ProjectDetails(context.Background(), "p.eth")
+			if len(got) != 1 || got[0] != "project_details "+tt.want {
+				t.Errorf("observed %q, want [project_details %s]", got, tt.want)
+			}
+		})
+	}
+}

@@ -22,6 +22,14 @@ type ClickHouse struct {
 
 	schemaMu sync.Mutex
 	migrated bool
+
+	observe func(table string, rows int, d time.Duration, err error)
+}
+
+// ObserveInserts makes every INSERT report its table, row count, duration
+// and error to f, e.g. to feed metrics. Call it before the first write.
+func (c *ClickHouse) ObserveInserts(f func(table string, rows int, d time.Duration, err error)) {
+	c.observe = f
 }
 
 // DSN is a parsed READSYNC_CLICKHOUSE_DSN.
@@ -185,6 +193,15 @@ func (c *ClickHouse) insert(ctx context.Context, table, columns string, n int, r
 	if n == 0 {
 		return nil
 	}
+	start := time.Now()
+	err := c.send(ctx, table, columns, n, row)
+	if c.observe != nil {
+		c.observe(table, n, time.Since(start), err)
+	}
+	return err
+}
+
+func (c *ClickHouse) send(ctx context.Context, table, columns string, n int, row func(driver.Batch, int) error) error {
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
 	q := fmt.Sprintf("INSERT INTO %s (%s)", c.table(table), columns)

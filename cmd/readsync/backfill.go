@@ -38,7 +38,7 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		a.flushSpool(passCtx, st)
 		syncer = a.syncer(st.ch, st.spool)
 	}
-	rep, err := syncer.Run(passCtx, sync.Pass{
+	rep, err := a.runPass(passCtx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
 		Trigger:    sync.TriggerBackfill,

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -16,12 +18,28 @@ import (
 // does not stop it: passes spool their rows, and a background flusher
 // delivers them once the server answers.
 func (a *app) daemon(ctx context.Context) int {
+	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "readsync: configuration: READSYNC_HTTP_ADDR: %v\n", err)
+		return exitConfig
+	}
+	// The listener answers from the start: liveness at once, readiness
+	// once ClickHouse is migrated and answering.
+	probes := &probes{}
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	httpDone := a.serveHTTP(httpCtx, ln, probes)
+	defer func() {
+		stopHTTP()
+		<-httpDone
+	}()
+
 	st, err := a.openStores(ctx)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
 		return exitConfig
 	}
 	defer st.Close()
+	probes.setReady(a.readiness(st))
 	syncer := a.syncer(st.ch, st.spool)
 
 	// Passes run on a context of their own: SIGTERM stops the scheduling at
@@ -64,6 +82,7 @@ func (a *app) daemon(ctx context.Context) int {
 	a.log.Info("daemon started", "schedules", len(names), "shard", a.cfg.ShardOf.String(), "version", version)
 
 	<-ctx.Done()
+	probes.stopping.Store(true)
 	a.log.Info("shutting down: no new passes; a running pass may finish", "grace", a.cfg.ShutdownGrace.String())
 	// Stop's context is done when running jobs return; passes cancelled at
 	// the end of the grace spool their rows and return promptly.
@@ -84,8 +103,28 @@ func (a *app) flushLoop(ctx context.Context, st stores) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if !st.ch.Migrated() {
+				if err := st.ch.Migrate(ctx); err == nil {
+					a.log.Info("ClickHouse answers again; tables ready")
+				}
+			}
 			a.flushSpool(ctx, st)
 		}
+	}
+}
+
+// readiness reports what keeps the daemon from writing: migrations not
+// run yet (ClickHouse has not answered since start) or ClickHouse not
+// answering now. Passes go on either way, into the spool.
+func (a *app) readiness(st stores) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if !st.ch.Migrated() {
+			return errors.New("ClickHouse has not answered since start: migrations not run, rows go to the spool")
+		}
+		if _, err := st.ch.Ping(ctx); err != nil {
+			return fmt.Errorf("ClickHouse does not answer, rows go to the spool: %w", err)
+		}
+		return nil
 	}
 }
 
@@ -100,7 +139,7 @@ func (a *app) cronPass(ctx context.Context, st stores, syncer *sync.Syncer, s sy
 	ctx, cancel := context.WithDeadline(ctx, s.Spec.Next(tick))
 	defer cancel()
 	a.flushSpool(ctx, st)
-	_, err := syncer.Run(ctx, sync.Pass{
+	_, err := a.runPass(ctx, syncer, sync.Pass{
 		Names:      s.NFTNames,
 		Schedule:   s.Name,
 		Trigger:    sync.TriggerCron,

@@ -52,6 +52,8 @@ func newFixture(t *testing.T, names []string, opts ...apitest.Option) *fixture {
 		// exercised on their own.
 		"READSYNC_RETRY_BACKOFF": "1ms",
 		"READSYNC_RATE_LIMIT":    "0",
+		// Daemons of parallel tests must not fight over a port.
+		"READSYNC_HTTP_ADDR": "127.0.0.1:0",
 	}}
 }
 

@@ -91,14 +91,16 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 // app holds what every mode shares: configuration, the logger and the one
 // API client of the process.
 type app struct {
-	cfg    *config
-	log    *slog.Logger
-	api    *apiclient.Client
-	stdout io.Writer
-	stderr io.Writer
+	cfg     *config
+	log     *slog.Logger
+	api     *apiclient.Client
+	metrics *metrics
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
 func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
+	m := newMetrics()
 	api, err := apiclient.New(apiclient.Config{
 		BaseURL:          cfg.APIBaseURL,
 		ClientID:         cfg.ClientID,
@@ -111,11 +113,12 @@ func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, erro
 		RetryBackoff:     cfg.RetryBackoff,
 		RateLimit:        cfg.RateLimit,
 		Logger:           log,
+		Observe:          m.observeRequest,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, api: api, stdout: stdout, stderr: stderr}, nil
+	return &app{cfg: cfg, log: log, api: api, metrics: m, stdout: stdout, stderr: stderr}, nil
 }
 
 // stores is where a writing mode puts rows: ClickHouse, and the spool for
@@ -143,6 +146,8 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	if err != nil {
 		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
+	ch.ObserveInserts(a.metrics.observeInsert)
+	a.metrics.observeSpool(sp)
 	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := ch.Migrate(mctx); err != nil {
@@ -164,6 +169,14 @@ func (a *app) flushSpool(ctx context.Context, s stores) {
 		return
 	}
 	a.log.Info("spool flushed", "flushed", n, "entries_left", left.Entries)
+}
+
+// runPass runs one pass and records it in the metrics.
+func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sync.Report, error) {
+	start := time.Now()
+	rep, err := syncer.Run(ctx, p)
+	a.metrics.observePass(rep, time.Since(start))
+	return rep, err
 }
 
 func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {

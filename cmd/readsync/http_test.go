@@ -1,0 +1,120 @@
+package main
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readsync/readsync/apiclient/apitest"
+)
+
+var listenLine = regexp.MustCompile(`"msg":"serving health and metrics","addr":"([^"]+)"`)
+
+// get fetches a path from the daemon's listener.
+func get(t *testing.T, base, path string) (int, string) {
+	t.Helper()
+	c := &http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(base + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The daemon serves liveness at once, readiness only while ClickHouse is
+// migrated and answering, and Prometheus metrics of its passes, requests
+// and writes, with no nft name or secret in them.
+func TestDaemonServesHealthAndMetrics(t *testing.T) {
+	projects := apitest.Generate(3, 2, 12)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+		apitest.WithFault(projects[0].NFT, apitest.FailFirst(1, apitest.StatusFault(503, "busy"))))
+	proxy := f.db.NewProxy(t)
+	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "100ms"
+	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	proxy.Down()
+
+	log, stop := f.startDaemon(t)
+	var base string
+	eventually(t, "the listener", func() bool {
+		m := listenLine.FindStringSubmatch(log.String())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil
+	}, log.String)
+
+	if code, body := get(t, base, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz during an outage: %d %s", code, body)
+	}
+	code, body := get(t, base, "/readyz")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "ClickHouse") {
+		t.Errorf("/readyz with ClickHouse down from the start: %d %q, want 503 naming ClickHouse", code, body)
+	}
+
+	proxy.Up()
+	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	eventually(t, "a successful pass in the metrics", func() bool {
+		_, m := get(t, base, "/metrics")
+		return strings.Contains(m, `readsync_passes_total{schedule="fast",status="ok",trigger="cron"}`)
+	}, log.String)
+
+	_, m := get(t, base, "/metrics")
+	for _, want := range []string{
+		`readsync_api_requests_total{operation="project_details",outcome="http_5xx"} 1`,
+		`readsync_api_requests_total{operation="list_messages",outcome="ok"}`,
+		`readsync_api_request_duration_seconds_bucket{operation="project_details"`,
+		`readsync_rows_written_total{table="message_read_snapshots"}`,
+		`readsync_inserts_total{outcome="ok",table="sync_runs"}`,
+		`readsync_last_success_timestamp_seconds{schedule="fast"}`,
+		`readsync_pass_duration_seconds_count{schedule="fast",trigger="cron"}`,
+		`readsync_spool_bytes`,
+		`readsync_spool_entries`,
+		`readsync_spool_refused_rows_total 0`,
+		`readsync_build_info{`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	for _, line := range strings.Split(m, "\n") {
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "readsync_") && !strings.HasPrefix(line, "go_") && !strings.HasPrefix(line, "process_") && !strings.HasPrefix(line, "promhttp_") {
+			t.Errorf("series without the readsync_ prefix: %s", line)
+		}
+	}
+	for _, n := range namesOf(projects) {
+		if strings.Contains(m, n) {
+			t.Errorf("metrics carry the nft name %q", n)
+		}
+	}
+	f.noSecrets(t, m)
+
+	proxy.Down()
+	eventually(t, "unreadiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusServiceUnavailable }, log.String)
+	if code := stop(); code != exitOK {
+		t.Errorf("daemon exit %d", code)
+	}
+}
+
+func TestDaemonRefusesABusyPort(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	f := newFixture(t, []string{"p.eth"})
+	f.env["READSYNC_HTTP_ADDR"] = busy.Addr().String()
+	code, _, stderr := f.run(t)
+	if code != exitConfig || !strings.Contains(stderr, "READSYNC_HTTP_ADDR") || !strings.Contains(stderr, "address already in use") {
+		t.Errorf("exit %d, want 2 naming READSYNC_HTTP_ADDR:\n%s", code, stderr)
+	}
+}

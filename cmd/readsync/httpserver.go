@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// probes answers the daemon's health endpoints.
+type probes struct {
+	// stopping is set when shutdown begins; liveness then fails so nothing
+	// restarts a process that is finishing its pass.
+	stopping atomic.Bool
+	// ready returns why the daemon cannot do its job, or nil; nil until
+	// the daemon has opened its stores.
+	ready atomic.Pointer[func(context.Context) error]
+}
+
+func (p *probes) setReady(f func(context.Context) error) { p.ready.Store(&f) }
+
+// serveHTTP serves /healthz, /readyz and /metrics on ln until ctx ends,
+// then shuts the server down. It returns a channel closed when the server
+// has stopped.
+func (a *app) serveHTTP(ctx context.Context, ln net.Listener, p *probes) <-chan struct{} {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		if p.stopping.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		rctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		ready := p.ready.Load()
+		if ready == nil {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		if err := (*ready)(rctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.reg, promhttp.HandlerOpts{Registry: a.metrics.reg}))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("http server stopped", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	a.log.Info("serving health and metrics", "addr", ln.Addr().String())
+	return done
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"runtime"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/readsync/readsync/sink/spool"
+	"github.com/readsync/readsync/sync"
+)
+
+// metrics are the process's Prometheus series. Every name starts with
+// readsync_; labels carry only bounded values (schedule names from the
+// configuration, operations, outcomes, tables), never nft names.
+type metrics struct {
+	reg *prometheus.Registry
+
+	passes       *prometheus.CounterVec
+	passDuration *prometheus.HistogramVec
+	lastSuccess  *prometheus.GaugeVec
+	namesFailed  *prometheus.CounterVec
+	apiRequests  *prometheus.CounterVec
+	apiDuration  *prometheus.HistogramVec
+	rowsWritten  *prometheus.CounterVec
+	inserts      *prometheus.CounterVec
+	rowsSpooled  prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "readsync_passes_total",
+			Help: "Passes finished, by schedule (empty for a backfill over several), trigger and status (ok, partial, failed).",
+		}, []string{"schedule", "trigger", "status"}),
+		passDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "readsync_pass_duration_seconds",
+			Help:    "Wall time of a pass, from its start to its run record.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 12), // 0.5s to about 17 minutes
+		}, []string{"schedule", "trigger"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "readsync_last_success_timestamp_seconds",
+			Help: "Unix time at which the schedule's last pass with every name synced finished.",
+		}, []string{"schedule"}),
+		namesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "readsync_names_failed_total",
+			Help: "nft names that failed in a pass, by schedule.",
+		}, []string{"schedule"}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "readsync_api_requests_total",
+			Help: "Upstream request attempts, retries included, by operation and outcome.",
+		}, []string{"operation", "outcome"}),
+		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "readsync_api_request_duration_seconds",
+			Help:    "Duration of upstream request attempts, body included, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms to about 40s
+		}, []string{"operation"}),
+		rowsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "readsync_rows_written_total",
+			Help: "Rows ClickHouse confirmed, by table (spool replays included).",
+		}, []string{"table"}),
+		inserts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "readsync_inserts_total",
+			Help: "INSERT statements sent to ClickHouse, by table and outcome (ok, error).",
+		}, []string{"table", "outcome"}),
+		rowsSpooled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "readsync_rows_spooled_total",
+			Help: "Rows ClickHouse did not take that went to the spool.",
+		}),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "readsync_build_info",
+		Help: "Always 1; the labels say which build is running.",
+	}, []string{"version", "commit", "goversion"})
+	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
+	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
+		m.rowsWritten, m.inserts, m.rowsSpooled, build,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observeRequest is the API client's hook.
+func (m *metrics) observeRequest(op, outcome string, d time.Duration) {
+	m.apiRequests.WithLabelValues(op, outcome).Inc()
+	m.apiDuration.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// observeInsert is the ClickHouse sink's hook.
+func (m *metrics) observeInsert(table string, rows int, _ time.Duration, err error) {
+	if err != nil {
+		m.inserts.WithLabelValues(table, "error").Inc()
+		return
+	}
+	m.inserts.WithLabelValues(table, "ok").Inc()
+	m.rowsWritten.WithLabelValues(table).Add(float64(rows))
+}
+
+// observePass records a finished pass.
+func (m *metrics) observePass(rep sync.Report, d time.Duration) {
+	r := rep.Run
+	m.passes.WithLabelValues(r.Schedule, r.Trigger, r.Status).Inc()
+	m.passDuration.WithLabelValues(r.Schedule, r.Trigger).Observe(d.Seconds())
+	m.namesFailed.WithLabelValues(r.Schedule).Add(float64(r.NFTFailed))
+	m.rowsSpooled.Add(float64(rep.Spooled))
+	if r.Status == sync.StatusOK {
+		m.lastSuccess.WithLabelValues(r.Schedule).Set(float64(time.Now().Unix()))
+	}
+}
+
+// observeSpool exports the spool's size and refusals, read when scraped.
+func (m *metrics) observeSpool(sp *spool.Spool) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "readsync_spool_bytes",
+			Help: "Bytes of entries waiting in the spool.",
+		}, func() float64 { return float64(sp.Stats().Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "readsync_spool_entries",
+			Help: "Entries (batches of rows or run records) waiting in the spool.",
+		}, func() float64 { return float64(sp.Stats().Entries) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "readsync_spool_refused_rows_total",
+			Help: "Rows the spool refused because it was full; they are lost.",
+		}, func() float64 { return float64(sp.Stats().RefusedRows) }),
+	)
+}
