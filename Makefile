@@ -50,5 +50,11 @@ clickhouse:
 clickhouse-stop:
 	@scripts/clickhouse.sh stop
 
+## image: the container image, tagged readsync:$(VERSION); needs a Docker engine.
+IMAGE ?= readsync:$(VERSION)
+.PHONY: image
+image:
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
 clean:
 	rm -rf $(BIN)
