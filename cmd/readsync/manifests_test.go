@@ -115,8 +115,14 @@ func TestManifestBackfill(t *testing.T) {
 	checkLabels(t, objs)
 	var j workload
 	decodeOne(t, objs, "Job", "readsync-backfill", &j)
-	checkPod(t, objs, "Job readsync-backfill", &j.Spec.Template.Spec)
+	cfg, _ := checkPod(t, objs, "Job readsync-backfill", &j.Spec.Template.Spec)
 	pod := &j.Spec.Template.Spec
+	// A backfill that could not write spools its rows and exits 3; they
+	// must outlive the pod for the next backfill to replay them.
+	spool, vol := mountOf(pod, cfg.SpoolDir)
+	if vol == nil || vol.PersistentVolumeClaim == nil {
+		t.Errorf("Job: the spool must be a PersistentVolumeClaim, or rows spooled by a backfill vanish with its pod")
+	}
 	if p := pod.RestartPolicy; p != "Never" && p != "OnFailure" {
 		t.Errorf("Job restartPolicy %q, want Never or OnFailure", p)
 	}
@@ -126,9 +132,17 @@ func TestManifestBackfill(t *testing.T) {
 	}
 
 	// "The same configuration" as the daemon: everything but the
-	// daemon-only port, probes and arguments must be equal.
+	// daemon-only port, probes and arguments, and the spool's volume,
+	// must be equal.
 	daemon := rawPodSpec(t, objs, "Deployment", "readsync")
 	job := rawPodSpec(t, objs, "Job", "readsync-backfill")
+	for _, p := range []map[string]any{daemon, job} {
+		vols, _ := p["volumes"].([]any)
+		p["volumes"] = slices.DeleteFunc(slices.Clone(vols), func(v any) bool {
+			m, _ := v.(map[string]any)
+			return spool != nil && m["name"] == spool.Name
+		})
+	}
 	for _, key := range []string{"serviceAccountName", "automountServiceAccountToken", "enableServiceLinks",
 		"terminationGracePeriodSeconds", "securityContext", "volumes"} {
 		if !reflect.DeepEqual(daemon[key], job[key]) {
@@ -168,7 +182,7 @@ func checkPod(t *testing.T, objs []object, what string, pod *podSpec) (*config, 
 		t.Errorf("%s: terminationGracePeriodSeconds (%s) must exceed READSYNC_SHUTDOWN_GRACE (%s), or a pass is killed before it can spool",
 			what, grace, cfg.ShutdownGrace)
 	}
-	checkSpool(t, what, pod, cfg)
+	checkSpool(t, objs, what, pod, cfg)
 	checkSecurity(t, what, pod, c)
 	checkServiceAccount(t, objs, what, pod)
 	for _, kind := range []string{"cpu", "memory"} {
@@ -317,7 +331,7 @@ func loadPodConfig(t *testing.T, objs []object, what string, pod *podSpec, env m
 
 // checkSpool checks that READSYNC_SPOOL_DIR is a writable volume, large
 // enough for READSYNC_SPOOL_MAX_BYTES.
-func checkSpool(t *testing.T, what string, pod *podSpec, cfg *config) {
+func checkSpool(t *testing.T, objs []object, what string, pod *podSpec, cfg *config) {
 	t.Helper()
 	mount, vol := mountOf(pod, cfg.SpoolDir)
 	if mount == nil || path.Clean(mount.MountPath) != path.Clean(cfg.SpoolDir) {
@@ -331,15 +345,32 @@ func checkSpool(t *testing.T, what string, pod *podSpec, cfg *config) {
 		t.Errorf("%s: the spool volume %s should be an emptyDir or a PersistentVolumeClaim", what, mount.Name)
 		return
 	}
-	if vol.EmptyDir != nil && vol.EmptyDir.SizeLimit != "" {
-		limit, err := parseQuantity(vol.EmptyDir.SizeLimit)
-		if err != nil {
-			t.Fatalf("%s: spool sizeLimit: %v", what, err)
+	size, why := "", ""
+	switch {
+	case vol.EmptyDir != nil:
+		size, why = vol.EmptyDir.SizeLimit, "the kubelet would evict the pod, spool and all"
+	case vol.PersistentVolumeClaim != nil:
+		var pvc struct {
+			Spec struct {
+				Resources struct {
+					Requests struct {
+						Storage string `yaml:"storage"`
+					} `yaml:"requests"`
+				} `yaml:"resources"`
+			} `yaml:"spec"`
 		}
-		if limit <= int64(cfg.SpoolMaxBytes) {
-			t.Errorf("%s: spool sizeLimit %s is not above READSYNC_SPOOL_MAX_BYTES (%d bytes): the kubelet would evict the pod, spool and all",
-				what, vol.EmptyDir.SizeLimit, cfg.SpoolMaxBytes)
-		}
+		decodeOne(t, objs, "PersistentVolumeClaim", vol.PersistentVolumeClaim.ClaimName, &pvc)
+		size, why = pvc.Spec.Resources.Requests.Storage, "the volume would fill before readsync refuses rows"
+	}
+	if size == "" {
+		return // no limit, or one this test does not know
+	}
+	n, err := parseQuantity(size)
+	if err != nil {
+		t.Fatalf("%s: spool volume size: %v", what, err)
+	}
+	if n <= int64(cfg.SpoolMaxBytes) {
+		t.Errorf("%s: spool volume size %s is not above READSYNC_SPOOL_MAX_BYTES (%d bytes): %s", what, size, cfg.SpoolMaxBytes, why)
 	}
 }
 
