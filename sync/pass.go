@@ -121,6 +121,18 @@ type Pass struct {
 	// SnapshotAt stamps every snapshot row; zero means the pass start. It is
 	// stored in UTC, whole seconds.
 	SnapshotAt time.Time
+	// Progress, when set, is called each time a name is done, from the
+	// goroutine that fetched it: it must be safe for concurrent use.
+	Progress func(Progress)
+}
+
+// Progress is how far a pass has come.
+type Progress struct {
+	// NamesTotal is the number of distinct names in the pass; NamesDone
+	// counts those fetched or failed, NamesFailed those that failed to fetch.
+	NamesTotal, NamesDone, NamesFailed int
+	// Rows counts rows fetched so far, across all tables.
+	Rows int64
 }
 
 // NameError is the failure of one nft name in a pass.
@@ -181,7 +193,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
 	w := newWriter(ctx, st, s.cfg.BatchRows, log)
-	s.fetchAll(ctx, names, snapshotAt, w, log)
+	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)
 	w.close()
 
 	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
@@ -213,8 +225,9 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 // fetchAll fetches names with bounded concurrency, handing their rows to
 // w as they are decoded. It returns when every name is done.
-func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.Time, w *writer, log *slog.Logger) {
+func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.Time, w *writer, progress func(Progress), log *slog.Logger) {
 	jobs := make(chan string)
+	var done, failed atomic.Int64
 	var g errgroup.Group
 	g.Go(func() error {
 		defer close(jobs)
@@ -228,8 +241,14 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 			// Each worker reuses one staging buffer for all its names.
 			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows)}
 			for name := range jobs {
-				if err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name)); err != nil {
+				err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name))
+				if err != nil {
 					w.fail(name, err)
+					failed.Add(1)
+				}
+				d := done.Add(1)
+				if progress != nil {
+					progress(Progress{NamesTotal: len(names), NamesDone: int(d), NamesFailed: int(failed.Load()), Rows: w.fetched.Load()})
 				}
 			}
 			return nil

@@ -79,3 +79,24 @@ func TestRetriedLongListSupersedesSpilledRows(t *testing.T) {
 		t.Errorf("newest rows carry %d versions, want the retry's only", len(versions))
 	}
 }
+
+// Progress is reported once a name, and the last report counts them all.
+func TestProgressCountsEveryName(t *testing.T) {
+	projects := apitest.Generate(9, 3, 5)
+	out := &memSink{}
+	s, _ := newSyncer(t, out, 0, projects...)
+	var names []string
+	for _, p := range projects {
+		names = append(names, p.NFT)
+	}
+	names = append(names, "nobody.eth", names[0])
+	var reports []sync.Progress
+	_, err := s.Run(context.Background(), sync.Pass{Names: names, Progress: func(p sync.Progress) { reports = append(reports, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := reports[len(reports)-1]
+	if len(reports) != 10 || last != (sync.Progress{NamesTotal: 10, NamesDone: 10, NamesFailed: 1, Rows: 9 * 7}) {
+		t.Errorf("%d reports, last %+v", len(reports), last)
+	}
+}

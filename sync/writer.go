@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -176,6 +177,8 @@ type writer struct {
 	free  chan *sink.Batch
 	done  chan struct{}
 
+	fetched atomic.Int64 // rows handed to add, for progress reports
+
 	resMu     gosync.Mutex // guards the results below
 	failedSet map[string]bool
 	failed    []NameError
@@ -213,6 +216,7 @@ func (w *writer) add(nft string, rows *sink.Batch) {
 	if rows.Len() == 0 {
 		return
 	}
+	w.fetched.Add(int64(rows.Len()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.batch.Projects = append(w.batch.Projects, rows.Projects...)

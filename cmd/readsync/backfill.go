@@ -38,12 +38,15 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		a.flushSpool(passCtx, st)
 		syncer = a.syncer(st.ch, st.spool)
 	}
+	prog := newProgress(a.log, a.stderr, len(names))
 	rep, err := a.runPass(passCtx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
 		Trigger:    sync.TriggerBackfill,
 		SnapshotAt: f.snapshotAt,
+		Progress:   prog.update,
 	})
+	prog.finish(rep)
 	if err != nil {
 		a.log.Error("backfill could not be recorded", "err", err)
 	}

@@ -137,6 +137,12 @@ func TestBackfillGolden(t *testing.T) {
 	if !strings.Contains(stderr, `nobody.eth`) || !strings.Contains(stderr, "upstream reported failure") {
 		t.Errorf("the failed name and its cause are not logged:\n%s", stderr)
 	}
+	for _, want := range []string{`"msg":"backfill summary","names_synced":4,"names_failed":1,"rows_written":`,
+		`"msg":"backfill name failed","nft":"nobody.eth","err":"project details of nft \"nobody.eth\": after 2 attempts: upstream reported failure`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the summary lacks %s:\n%s", want, stderr)
+		}
+	}
 
 	// The other names are all written.
 	var projects uint64

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	gosync "sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/readsync/readsync/sync"
+)
+
+// progressInterval is how often a backfill without a terminal logs how far
+// it has come.
+const progressInterval = 10 * time.Second
+
+// progress shows a backfill's advance: a bar on a terminal, log lines at a
+// steady interval otherwise, and a summary at the end either way.
+type progress struct {
+	log   *slog.Logger
+	out   io.Writer
+	tty   bool
+	start time.Time
+
+	mu   gosync.Mutex
+	last sync.Progress
+	bar  *progressbar.ProgressBar
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newProgress(log *slog.Logger, stderr io.Writer, total int) *progress {
+	p := &progress{log: log, out: stderr, tty: isTerminal(stderr), start: time.Now(),
+		last: sync.Progress{NamesTotal: total}, stop: make(chan struct{}), done: make(chan struct{})}
+	if p.tty {
+		p.bar = progressbar.NewOptions(total,
+			progressbar.OptionSetWriter(stderr),
+			progressbar.OptionSetDescription("names"),
+			progressbar.OptionShowCount(),
+			progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("names"),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionClearOnFinish(),
+		)
+		close(p.done)
+		return p
+	}
+	go p.logLoop()
+	return p
+}
+
+// update is the pass's Progress callback.
+func (p *progress) update(pr sync.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pr.NamesDone < p.last.NamesDone {
+		return // reports from workers can arrive out of order
+	}
+	p.last = pr
+	if p.bar != nil {
+		if pr.NamesTotal != p.bar.GetMax() {
+			p.bar.ChangeMax(pr.NamesTotal) // repeated names are fetched once
+		}
+		p.bar.Describe(fmt.Sprintf("names (%d rows, %d failed)", pr.Rows, pr.NamesFailed))
+		_ = p.bar.Set(pr.NamesDone)
+	}
+}
+
+func (p *progress) logLoop() {
+	defer close(p.done)
+	t := time.NewTicker(progressInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			pr := p.last
+			p.mu.Unlock()
+			elapsed := time.Since(p.start)
+			rate := float64(pr.NamesDone) / elapsed.Seconds()
+			attrs := []any{"names_done", pr.NamesDone, "names_total", pr.NamesTotal, "names_failed", pr.NamesFailed,
+				"rows", pr.Rows, "names_per_second", fmt.Sprintf("%.1f", rate)}
+			if rate > 0 {
+				eta := time.Duration(float64(pr.NamesTotal-pr.NamesDone) / rate * float64(time.Second))
+				attrs = append(attrs, "eta", eta.Round(time.Second).String())
+			}
+			p.log.Info("backfill progress", attrs...)
+		}
+	}
+}
+
+// finish ends the bar or the log lines and prints the summary: names synced
+// and failed, each failed one with its cause, rows written and spooled, and
+// the duration.
+func (p *progress) finish(rep sync.Report) {
+	close(p.stop)
+	<-p.done
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
+	d := time.Since(p.start).Round(time.Millisecond)
+	r := rep.Run
+	if !p.tty {
+		p.log.Info("backfill summary", "names_synced", r.NFTOK, "names_failed", r.NFTFailed, "rows_written", rep.Rows,
+			"rows_spooled", rep.Spooled, "duration", d.String())
+		for _, f := range rep.Failed {
+			p.log.Error("backfill name failed", "nft", f.NFT, "err", f.Err)
+		}
+		return
+	}
+	fmt.Fprintf(p.out, "backfill: %d of %d names synced, %d failed; %d rows written, %d spooled; %s\n",
+		r.NFTOK, r.NFTTotal, r.NFTFailed, rep.Rows, rep.Spooled, d)
+	for _, f := range rep.Failed {
+		fmt.Fprintf(p.out, "  failed %q: %v\n", f.NFT, f.Err)
+	}
+}
