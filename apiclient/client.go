@@ -116,7 +116,7 @@ func New(cfg Config) (*Client, error) {
 		c.backoff = DefaultRetryBackoff
 	}
 	if c.log == nil {
-		c.log = discardLogger()
+		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.http == nil {
 		c.http = NewHTTPClient(8)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -195,6 +194,3 @@ func Outcome(err error) string {
 		return "invalid_body"
 	}
 }
-
-// discardLogger is used when Config leaves Logger nil.
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
