@@ -5,8 +5,11 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
-# How long `make test` runs each fuzz target; `make fuzz FUZZTIME=5m` digs deeper.
-FUZZTIME ?= 3s
+# How much `make test` fuzzes each target: a count of inputs, not a duration.
+# A duration races a deadline inside Go's fuzz coordinator, which on a loaded
+# machine fails the target with "context deadline exceeded" having found
+# nothing; a count has no deadline to race. `make fuzz FUZZTIME=5m` digs deeper.
+FUZZTIME ?= 20000x
 FUZZ_TARGETS := ./apiclient:FuzzDecodeList ./apiclient:FuzzDecodeProject ./sync:FuzzParsePercent ./sync:FuzzParseSourceTime
 # The workload of `make bench`: the "readsync at scale" issue's, by default.
 BENCH_NAMES        ?= 2000
