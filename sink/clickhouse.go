@@ -201,6 +201,13 @@ func (c *ClickHouse) insert(ctx context.Context, table, columns string, n int, r
 	return err
 }
 
+// insertBlockRows is how many rows the driver encodes and sends at a time
+// within one INSERT, so that its columnar copy of a batch, and the encoded
+// block, stay a block in size rather than the whole batch's. The server
+// squashes the blocks of one INSERT (min_insert_block_size_rows), so a
+// batch still makes one part per table.
+const insertBlockRows = 8192
+
 func (c *ClickHouse) send(ctx context.Context, table, columns string, n int, row func(driver.Batch, int) error) error {
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
@@ -213,6 +220,11 @@ func (c *ClickHouse) send(ctx context.Context, table, columns string, n int, row
 	for i := 0; i < n; i++ {
 		if err := row(batch, i); err != nil {
 			return c.redact(fmt.Errorf("insert into %s: row %d: %w", table, i, err))
+		}
+		if (i+1)%insertBlockRows == 0 && i+1 < n {
+			if err := batch.Flush(); err != nil {
+				return c.redact(fmt.Errorf("insert %d rows into %s: send block: %w", n, table, err))
+			}
 		}
 	}
 	if err := batch.Send(); err != nil {

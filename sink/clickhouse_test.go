@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,48 @@ func TestClickHouseUpsertByVersion(t *testing.T) {
 	}
 	if readCount != 20 {
 		t.Errorf("read_count = %d, want version 101's 20", readCount)
+	}
+}
+
+// A batch larger than the block the driver sends at a time arrives whole:
+// no row lost or repeated where one block ends and the next begins. The
+// row counts straddle block boundaries: one past two blocks, and exactly two.
+func TestClickHouseWriteSpansBlocks(t *testing.T) {
+	ch, db := openTestSink(t)
+	ctx := context.Background()
+	at := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
+	const messages, snapshots = 2*8192 + 1, 2 * 8192
+	b := &sink.Batch{}
+	for i := range messages {
+		b.Messages = append(b.Messages, sink.Message{ProjectID: 1, ID: int64(i), Subject: fmt.Sprintf("subject %d", i),
+			CreateAt: at, FetchedAt: at, Version: 1})
+	}
+	for i := range snapshots {
+		b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: 1, MessageID: int64(i), SnapshotAt: at,
+			ReadCount: uint64(i), Total: uint64(snapshots), FetchedAt: at, Version: 1})
+	}
+	if err := ch.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		table, query string
+		want         [3]uint64
+	}{
+		{"messages", "SELECT count(), uniqExact(id), sum(toUInt64(length(subject)) + toUInt64(id))", [3]uint64{messages, messages, 0}},
+		{"message_read_snapshots", "SELECT count(), uniqExact(message_id), sum(read_count)", [3]uint64{snapshots, snapshots, snapshots * (snapshots - 1) / 2}},
+	} {
+		if c.table == "messages" {
+			for i := range messages {
+				c.want[2] += uint64(len(fmt.Sprintf("subject %d", i)) + i)
+			}
+		}
+		var got [3]uint64
+		if err := db.Conn.QueryRow(ctx, c.query+" FROM "+db.Table(c.table)).Scan(&got[0], &got[1], &got[2]); err != nil {
+			t.Fatalf("%s: %v", c.table, err)
+		}
+		if got != c.want {
+			t.Errorf("%s: count, distinct keys, checksum = %v, want %v", c.table, got, c.want)
+		}
 	}
 }
 
