@@ -160,10 +160,10 @@ func (s *stage) abort() { s.rows.Reset() }
 // writer gathers the rows of many names into one shared batch and hands it
 // to a background flusher when it is full, so a pass makes a few large
 // INSERTs rather than one per name, and fetching goes on while a batch is
-// written. Two batches circulate: one filling while the other is written.
-// When the filling one is full before the other is written, add blocks:
-// the back-pressure that bounds a pass's memory whatever the size of its
-// lists.
+// written. At most two batches exist: one filling while the other is
+// written. When the filling one is full before the other is written, add
+// blocks: the back-pressure that bounds a pass's memory whatever the size
+// of its lists.
 type writer struct {
 	ctx   context.Context
 	store *store
@@ -173,8 +173,7 @@ type writer struct {
 	mu    gosync.Mutex // guards batch and names; held while waiting for room
 	batch *sink.Batch
 	names map[string]struct{} // names with rows in batch
-	full  chan fullBatch
-	free  chan *sink.Batch
+	full  chan fullBatch      // unbuffered: a send waits for the flusher
 	done  chan struct{}
 
 	fetched atomic.Int64 // rows handed to add, for progress reports
@@ -201,11 +200,9 @@ func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *wri
 		batch:     &sink.Batch{},
 		names:     make(map[string]struct{}),
 		full:      make(chan fullBatch),
-		free:      make(chan *sink.Batch, 1),
 		done:      make(chan struct{}),
 		failedSet: make(map[string]bool),
 	}
-	w.free <- &sink.Batch{}
 	go w.flushLoop()
 	return w
 }
@@ -228,7 +225,11 @@ func (w *writer) add(nft string, rows *sink.Batch) {
 	}
 }
 
-// handOff queues the current batch for writing and takes an empty one.
+// handOff queues the current batch for writing, waiting until the flusher
+// is done with the previous one, and starts an empty one. A written batch
+// is left to the garbage collector rather than reused: its arrays, sized by
+// the largest batch so far, would keep that memory, and the strings still
+// referenced beyond their length, for the rest of the process.
 // The caller holds mu.
 func (w *writer) handOff() {
 	names := make([]string, 0, len(w.names))
@@ -237,7 +238,7 @@ func (w *writer) handOff() {
 	}
 	clear(w.names)
 	w.full <- fullBatch{b: w.batch, names: names}
-	w.batch = <-w.free
+	w.batch = &sink.Batch{}
 }
 
 // close writes what is left and waits until every batch is stored.
@@ -255,8 +256,6 @@ func (w *writer) flushLoop() {
 	defer close(w.done)
 	for fb := range w.full {
 		w.flush(fb)
-		fb.b.Reset()
-		w.free <- fb.b
 	}
 }
 
