@@ -161,20 +161,20 @@ func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 	if err := c.insert(ctx, "projects", projectColumns, len(b.Projects), func(batch driver.Batch, i int) error {
 		p := &b.Projects[i]
 		return batch.Append(p.ID, p.NFT, p.Name, p.Description, p.Logo, p.Type, p.WalletAddress,
-			p.CreateAt, p.Raw, p.FetchedAt, p.Version)
+			p.CreateAt.Time(), p.Raw, p.FetchedAt.Time(), p.Version)
 	}); err != nil {
 		return err
 	}
 	if err := c.insert(ctx, "messages", messageColumns, len(b.Messages), func(batch driver.Batch, i int) error {
 		m := &b.Messages[i]
 		return batch.Append(m.ProjectID, m.ID, m.Sender, m.RecvGroup, receivers(m.Receivers), m.Subject, m.Type,
-			boolToUInt8(m.IsAllSubscribers), m.CreateAt, m.FetchedAt, m.Version)
+			boolToUInt8(m.IsAllSubscribers), m.CreateAt.Time(), m.FetchedAt.Time(), m.Version)
 	}); err != nil {
 		return err
 	}
 	return c.insert(ctx, "message_read_snapshots", snapshotColumns, len(b.Snapshots), func(batch driver.Batch, i int) error {
 		s := &b.Snapshots[i]
-		return batch.Append(s.ProjectID, s.MessageID, s.SnapshotAt, s.ReadCount, s.Total, s.Percent, s.FetchedAt, s.Version)
+		return batch.Append(s.ProjectID, s.MessageID, s.SnapshotAt.Time(), s.ReadCount, s.Total, s.Percent, s.FetchedAt.Time(), s.Version)
 	})
 }
 

@@ -38,14 +38,15 @@ func TestClickHouseRoundTrip(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
 	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	ts := sink.TimeOf(at)
 	odd := "quote\" apostrophe' back\\slash\nnewline\x00nul café-☕ 𝄞"
 	b := &sink.Batch{
-		Projects: []sink.Project{{ID: 9007199254740993, NFT: "café-☕.eth", Name: odd, Type: -3, CreateAt: at,
-			Raw: `{"id":9007199254740993,"extra":[1,2]}`, FetchedAt: at, Version: 1}},
+		Projects: []sink.Project{{ID: 9007199254740993, NFT: "café-☕.eth", Name: odd, Type: -3, CreateAt: ts,
+			Raw: `{"id":9007199254740993,"extra":[1,2]}`, FetchedAt: ts, Version: 1}},
 		Messages: []sink.Message{{ProjectID: 9007199254740993, ID: 1<<62 + 7, Sender: "café-☕.eth", Receivers: []string{"a", odd},
-			Subject: odd, IsAllSubscribers: true, CreateAt: at, FetchedAt: at, Version: 1}},
-		Snapshots: []sink.Snapshot{{ProjectID: 9007199254740993, MessageID: 1<<62 + 7, SnapshotAt: at,
-			ReadCount: 1<<63 + 1, Total: 1<<63 + 2, Percent: 99.99, FetchedAt: at, Version: 1}},
+			Subject: odd, IsAllSubscribers: true, CreateAt: ts, FetchedAt: ts, Version: 1}},
+		Snapshots: []sink.Snapshot{{ProjectID: 9007199254740993, MessageID: 1<<62 + 7, SnapshotAt: ts,
+			ReadCount: 1<<63 + 1, Total: 1<<63 + 2, Percent: 99.99, FetchedAt: ts, Version: 1}},
 	}
 	if err := ch.Write(ctx, b); err != nil {
 		t.Fatal(err)
@@ -93,9 +94,9 @@ func TestClickHouseRoundTrip(t *testing.T) {
 func TestClickHouseUpsertByVersion(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ts := sink.TimeOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	for _, v := range []uint64{101, 100} {
-		b := &sink.Batch{Snapshots: []sink.Snapshot{{ProjectID: 1, MessageID: 2, SnapshotAt: at, ReadCount: v - 81, Total: 50, FetchedAt: at, Version: v}}}
+		b := &sink.Batch{Snapshots: []sink.Snapshot{{ProjectID: 1, MessageID: 2, SnapshotAt: ts, ReadCount: v - 81, Total: 50, FetchedAt: ts, Version: v}}}
 		if err := ch.Write(ctx, b); err != nil {
 			t.Fatal(err)
 		}
@@ -118,16 +119,16 @@ func TestClickHouseUpsertByVersion(t *testing.T) {
 func TestClickHouseWriteSpansBlocks(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
-	at := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
+	ts := sink.TimeOf(time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC))
 	const messages, snapshots = 2*8192 + 1, 2 * 8192
 	b := &sink.Batch{}
 	for i := range messages {
 		b.Messages = append(b.Messages, sink.Message{ProjectID: 1, ID: int64(i), Subject: fmt.Sprintf("subject %d", i),
-			CreateAt: at, FetchedAt: at, Version: 1})
+			CreateAt: ts, FetchedAt: ts, Version: 1})
 	}
 	for i := range snapshots {
-		b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: 1, MessageID: int64(i), SnapshotAt: at,
-			ReadCount: uint64(i), Total: uint64(snapshots), FetchedAt: at, Version: 1})
+		b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: 1, MessageID: int64(i), SnapshotAt: ts,
+			ReadCount: uint64(i), Total: uint64(snapshots), FetchedAt: ts, Version: 1})
 	}
 	if err := ch.Write(ctx, b); err != nil {
 		t.Fatal(err)

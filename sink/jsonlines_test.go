@@ -14,7 +14,7 @@ import (
 func TestJSONLines(t *testing.T) {
 	var out bytes.Buffer
 	j := sink.NewJSONLines(&out)
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := sink.TimeOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	b := &sink.Batch{
 		Projects:  []sink.Project{{ID: 9007199254740993, NFT: "a&b.eth"}},
 		Messages:  []sink.Message{{ProjectID: 9007199254740993, ID: 1}},

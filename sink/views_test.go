@@ -21,7 +21,7 @@ func writeViewFixture(t *testing.T, ch *sink.ClickHouse) {
 		}
 		return v
 	}
-	fetched := at("2026-03-02 13:00:00")
+	fetched := sink.TimeOf(at("2026-03-02 13:00:00"))
 	project := func(id int64, nft, name string, v uint64) sink.Project {
 		return sink.Project{ID: id, NFT: nft, Name: name, CreateAt: fetched, Raw: "{}", FetchedAt: fetched, Version: v}
 	}
@@ -29,7 +29,7 @@ func writeViewFixture(t *testing.T, ch *sink.ClickHouse) {
 		return sink.Message{ProjectID: pid, ID: id, Subject: subject, CreateAt: fetched, FetchedAt: fetched, Version: v}
 	}
 	snap := func(pid, mid int64, when string, reads, total uint64, pct float64, v uint64) sink.Snapshot {
-		return sink.Snapshot{ProjectID: pid, MessageID: mid, SnapshotAt: at(when), ReadCount: reads, Total: total,
+		return sink.Snapshot{ProjectID: pid, MessageID: mid, SnapshotAt: sink.TimeOf(at(when)), ReadCount: reads, Total: total,
 			Percent: pct, FetchedAt: fetched, Version: v}
 	}
 	batches := []*sink.Batch{

@@ -104,9 +104,12 @@ func TestPassDefaultsAndDedupe(t *testing.T) {
 	if n := srv.RequestCount(apitest.DetailPath); n != 1 {
 		t.Errorf("a repeated name was fetched %d times", n)
 	}
-	snap := out.batches[0].Snapshots[0]
-	if snap.SnapshotAt.Before(before) || snap.SnapshotAt.Nanosecond() != 0 || snap.SnapshotAt.Location() != time.UTC {
-		t.Errorf("default snapshot_at %v: want the pass start, UTC, whole seconds", snap.SnapshotAt)
+	at := rep.Run.SnapshotAt
+	if at.Before(before) || at.Nanosecond() != 0 || at.Location() != time.UTC {
+		t.Errorf("default snapshot_at %v: want the pass start, UTC, whole seconds", at)
+	}
+	if snap := out.batches[0].Snapshots[0]; snap.SnapshotAt.Time() != at {
+		t.Errorf("snapshot row stamped %v, run record %v", snap.SnapshotAt, at)
 	}
 	if rep.Run.Status != sync.StatusOK || rep.Run.NFTTotal != 1 || rep.Run.RunID == "" {
 		t.Errorf("run %+v", rep.Run)

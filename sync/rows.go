@@ -15,8 +15,8 @@ import (
 // reports one line per kind when the name is done.
 type rowBuilder struct {
 	loc        *time.Location
-	snapshotAt time.Time
-	fetchedAt  time.Time
+	snapshotAt sink.Time
+	fetchedAt  sink.Time
 	version    uint64
 	warnings   map[string]*warning
 }
@@ -28,7 +28,7 @@ type warning struct {
 }
 
 func newRowBuilder(loc *time.Location, snapshotAt, fetchedAt time.Time, version uint64) *rowBuilder {
-	return &rowBuilder{loc: loc, snapshotAt: snapshotAt, fetchedAt: fetchedAt.UTC().Truncate(time.Second), version: version}
+	return &rowBuilder{loc: loc, snapshotAt: sink.TimeOf(snapshotAt), fetchedAt: sink.TimeOf(fetchedAt), version: version}
 }
 
 func (b *rowBuilder) warn(kind string, messageID int64, value string) {
@@ -66,13 +66,13 @@ func (b *rowBuilder) logWarnings(log *slog.Logger) {
 	}
 }
 
-func (b *rowBuilder) time(kind string, id int64, s string) time.Time {
+func (b *rowBuilder) time(kind string, id int64, s string) sink.Time {
 	t, err := ParseSourceTime(s, b.loc)
 	if err != nil {
 		b.warn(kind, id, s)
-		return epoch
+		return sink.TimeOf(epoch)
 	}
-	return t
+	return sink.TimeOf(t)
 }
 
 func (b *rowBuilder) project(p apiclient.Project) sink.Project {

@@ -53,7 +53,7 @@ func (t *target) RecordRun(_ context.Context, r sink.Run) error {
 }
 
 func batch(ids ...int64) *sink.Batch {
-	at := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	at := sink.TimeOf(time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC))
 	b := &sink.Batch{Projects: []sink.Project{{ID: 1, NFT: "café-☕.eth", Raw: `{"id":1}`, CreateAt: at, FetchedAt: at, Version: 9}}}
 	for _, id := range ids {
 		b.Messages = append(b.Messages, sink.Message{ProjectID: 1, ID: id, Receivers: []string{"a", "b"}, CreateAt: at, FetchedAt: at, Version: 9})
