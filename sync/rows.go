@@ -19,7 +19,13 @@ type rowBuilder struct {
 	fetchedAt  sink.Time
 	version    uint64
 	warnings   map[string]*warning
+	interned   map[string]string
 }
+
+// maxInterned bounds the strings one builder keeps for intern: the values
+// worth sharing repeat across a project's messages, so a few suffice, and a
+// project whose values never repeat must not grow the table.
+const maxInterned = 64
 
 type warning struct {
 	count     int
@@ -66,6 +72,23 @@ func (b *rowBuilder) logWarnings(log *slog.Logger) {
 	}
 }
 
+// intern returns a string equal to s that an earlier row of the project
+// already holds, when there is one. A project's messages mostly share their
+// sender and receiver group; sharing one copy lets the copy the decoder
+// made for each message die young instead of living in the batch.
+func (b *rowBuilder) intern(s string) string {
+	if v, ok := b.interned[s]; ok {
+		return v
+	}
+	if b.interned == nil {
+		b.interned = make(map[string]string)
+	}
+	if len(b.interned) < maxInterned {
+		b.interned[s] = s
+	}
+	return s
+}
+
 func (b *rowBuilder) time(kind string, id int64, s string) sink.Time {
 	t, err := ParseSourceTime(s, b.loc)
 	if err != nil {
@@ -95,8 +118,8 @@ func (b *rowBuilder) message(projectID int64, m apiclient.Message) sink.Message 
 	return sink.Message{
 		ProjectID:        projectID,
 		ID:               m.ID,
-		Sender:           m.Sender,
-		RecvGroup:        m.RecvGroup,
+		Sender:           b.intern(m.Sender),
+		RecvGroup:        b.intern(m.RecvGroup),
 		Receivers:        m.Receivers,
 		Subject:          m.Subject,
 		Type:             m.Type,
