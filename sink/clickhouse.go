@@ -206,7 +206,7 @@ func (c *ClickHouse) insert(ctx context.Context, table, columns string, n int, r
 // block, stay a block in size rather than the whole batch's. The server
 // squashes the blocks of one INSERT (min_insert_block_size_rows), so a
 // batch still makes one part per table.
-const insertBlockRows = 8192
+const insertBlockRows = 4096
 
 func (c *ClickHouse) send(ctx context.Context, table, columns string, n int, row func(driver.Batch, int) error) error {
 	// Naming the columns is required by 18.16 and keeps added columns from

@@ -120,7 +120,7 @@ func TestClickHouseWriteSpansBlocks(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
 	ts := sink.TimeOf(time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC))
-	const messages, snapshots = 2*8192 + 1, 2 * 8192
+	const messages, snapshots = 2*sink.InsertBlockRows + 1, 2 * sink.InsertBlockRows
 	b := &sink.Batch{}
 	for i := range messages {
 		b.Messages = append(b.Messages, sink.Message{ProjectID: 1, ID: int64(i), Subject: fmt.Sprintf("subject %d", i),

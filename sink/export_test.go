@@ -1,0 +1,4 @@
+package sink
+
+// InsertBlockRows exposes insertBlockRows to the tests of package sink_test.
+const InsertBlockRows = insertBlockRows
