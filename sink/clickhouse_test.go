@@ -113,9 +113,10 @@ func TestClickHouseUpsertByVersion(t *testing.T) {
 	}
 }
 
-// A batch larger than the block the driver sends at a time arrives whole:
-// no row lost or repeated where one block ends and the next begins. The
-// row counts straddle block boundaries: one past two blocks, and exactly two.
+// A batch larger than the block the driver sends at a time arrives whole,
+// in one part: no row lost or repeated where one block ends and the next
+// begins. The row counts straddle block boundaries: one past two blocks,
+// and exactly two.
 func TestClickHouseWriteSpansBlocks(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
@@ -151,6 +152,16 @@ func TestClickHouseWriteSpansBlocks(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: count, distinct keys, checksum = %v, want %v", c.table, got, c.want)
+		}
+		// The server squashes the INSERT's blocks: one part, as if the
+		// batch had gone in one block.
+		var parts uint64
+		if err := db.Conn.QueryRow(ctx, "SELECT count() FROM system.parts WHERE active AND database = ? AND table = ?",
+			db.Name, c.table).Scan(&parts); err != nil {
+			t.Fatalf("%s parts: %v", c.table, err)
+		}
+		if parts != 1 {
+			t.Errorf("%s: %d parts from one INSERT, want 1", c.table, parts)
 		}
 	}
 }
