@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/permessage"
 )
 
 // BenchmarkDecodeList measures the streaming list decoder per message, on a
@@ -26,7 +26,7 @@ func BenchmarkDecodeList(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			got := 0
-			loopPerMessage(b, n, func() {
+			permessage.Loop(b, n, func() {
 				err := decodeList(bytes.NewReader(body), func(Message) error {
 					got++
 					return nil
@@ -73,21 +73,4 @@ func servedListBody(b *testing.B, n int) []byte {
 		b.Fatalf("GET list of %d messages from the fake: status %s: %.200s", n, resp.Status, body)
 	}
 	return body
-}
-
-// loopPerMessage runs op, which handles msgs messages, under b.Loop and
-// reports time and allocations per message besides the per-op figures:
-// per message is the unit the targets scale with.
-func loopPerMessage(b *testing.B, msgs int, op func()) {
-	b.Helper()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for b.Loop() {
-		op()
-	}
-	runtime.ReadMemStats(&after)
-	n := float64(b.N) * float64(msgs)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/msg")
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/msg")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/msg")
 }

@@ -2,12 +2,12 @@ package sync
 
 import (
 	"fmt"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/apiclient"
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/permessage"
 	"github.com/readsync/readsync/sink"
 )
 
@@ -25,7 +25,7 @@ func BenchmarkRowBuilder(b *testing.B) {
 			rows := make([]sink.Message, 0, n)
 			snaps := make([]sink.Snapshot, 0, n)
 			b.ReportAllocs()
-			loopPerMessage(b, n, func() {
+			permessage.Loop(b, n, func() {
 				rb := newRowBuilder(time.UTC, at, at, 1)
 				rows, snaps = rows[:0], snaps[:0]
 				for _, m := range msgs {
@@ -63,21 +63,4 @@ func decodedMessages(ms []apitest.Message) []apiclient.Message {
 		}
 	}
 	return out
-}
-
-// loopPerMessage runs op, which handles msgs messages, under b.Loop and
-// reports time and allocations per message besides the per-op figures:
-// per message is the unit the targets scale with.
-func loopPerMessage(b *testing.B, msgs int, op func()) {
-	b.Helper()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	for b.Loop() {
-		op()
-	}
-	runtime.ReadMemStats(&after)
-	n := float64(b.N) * float64(msgs)
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/msg")
-	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/msg")
-	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/msg")
 }
