@@ -162,14 +162,14 @@ func TestCancelledPassWritesFetchedRows(t *testing.T) {
 	out := &memSink{}
 	s := sync.New(sync.Config{Source: api, Sink: out, Concurrency: 2})
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for srv.RequestCount(apitest.ListPath) < 1 || srv.RequestCount(apitest.DetailPath) < 2 {
-			time.Sleep(5 * time.Millisecond)
+	// The pass is cancelled once the fast name is done (its rows are then
+	// with the writer) while the slow one is still in flight.
+	cancelWhenOneDone := func(pr sync.Progress) {
+		if pr.NamesDone == 1 {
+			cancel()
 		}
-		time.Sleep(50 * time.Millisecond)
-		cancel()
-	}()
-	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, slow}})
+	}
+	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, slow}, Progress: cancelWhenOneDone})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,14 +104,14 @@ func TestShutdownSpoolsWithoutWaitingOnTheSink(t *testing.T) {
 	out, sp := &memSink{}, &memSpool{}
 	s := sync.New(sync.Config{Source: api, Sink: out, Spool: sp, Concurrency: 2})
 	ctx, cancel := context.WithCancelCause(context.Background())
-	go func() {
-		for srv.RequestCount(apitest.ListPath) < 1 || srv.RequestCount(apitest.DetailPath) < 2 {
-			time.Sleep(5 * time.Millisecond)
+	// The pass is cancelled once the fast name is done (its rows are then
+	// with the writer) while the slow one is still in flight.
+	cancelWhenOneDone := func(pr sync.Progress) {
+		if pr.NamesDone == 1 {
+			cancel(sync.ErrShutdown)
 		}
-		time.Sleep(50 * time.Millisecond)
-		cancel(sync.ErrShutdown)
-	}()
-	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, projects[1].NFT}})
+	}
+	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, projects[1].NFT}, Progress: cancelWhenOneDone})
 	if err != nil {
 		t.Fatal(err)
 	}
