@@ -43,7 +43,9 @@ func retrying(log *retryLog) func(*apiclient.Config) {
 	return func(c *apiclient.Config) {
 		c.MaxRetries = 4
 		c.RetryBackoff = time.Millisecond
-		c.RequestTimeout = 300 * time.Millisecond
+		// Far above a loopback request on a loaded machine, and below the
+		// Slow(2s) faults that must time out.
+		c.RequestTimeout = time.Second
 		c.Logger = slog.New(log)
 		// Resets are only seen by a client that does not reuse connections:
 		// net/http retries a GET on a reused connection by itself.
