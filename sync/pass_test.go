@@ -151,25 +151,40 @@ func TestCancelledPassFailsRemainingNames(t *testing.T) {
 	}
 }
 
-// A pass cancelled while names are in flight still writes the names it had
-// finished fetching.
-func TestCancelledPassWritesFetchedRows(t *testing.T) {
-	projects := apitest.Generate(2, 1, 1)
-	slow := projects[1].NFT
-	srv := apitest.NewServer(apitest.WithProjects(projects...), apitest.WithFault(slow, apitest.Slow(time.Minute)))
+// fastAndSlow serves two generated projects with the given number of
+// messages each; the second one's details never arrive.
+func fastAndSlow(t *testing.T, messages int) (*apiclient.Client, []apitest.Project) {
+	t.Helper()
+	projects := apitest.Generate(2, messages, 1)
+	srv := apitest.NewServer(apitest.WithProjects(projects...), apitest.WithFault(projects[1].NFT, apitest.Slow(time.Minute)))
 	t.Cleanup(srv.Close)
-	api, _ := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
-	out := &memSink{}
-	s := sync.New(sync.Config{Source: api, Sink: out, Concurrency: 2})
-	ctx, cancel := context.WithCancel(context.Background())
-	// The pass is cancelled once the fast name is done (its rows are then
-	// with the writer) while the slow one is still in flight.
-	cancelWhenOneDone := func(pr sync.Progress) {
+	api, err := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api, projects
+}
+
+// cancelOnFirstDone calls cancel once a name is done: in a pass over
+// fastAndSlow's names, the fast name's rows are then with the writer while
+// the slow one is still in flight.
+func cancelOnFirstDone(cancel func()) func(sync.Progress) {
+	return func(pr sync.Progress) {
 		if pr.NamesDone == 1 {
 			cancel()
 		}
 	}
-	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, slow}, Progress: cancelWhenOneDone})
+}
+
+// A pass cancelled while names are in flight still writes the names it had
+// finished fetching.
+func TestCancelledPassWritesFetchedRows(t *testing.T) {
+	api, projects := fastAndSlow(t, 1)
+	slow := projects[1].NFT
+	out := &memSink{}
+	s := sync.New(sync.Config{Source: api, Sink: out, Concurrency: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, slow}, Progress: cancelOnFirstDone(cancel)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,21 +97,12 @@ func TestWritesAreRetriedBeforeSpooling(t *testing.T) {
 }
 
 func TestShutdownSpoolsWithoutWaitingOnTheSink(t *testing.T) {
-	projects := apitest.Generate(2, 2, 1)
-	srv := apitest.NewServer(apitest.WithProjects(projects...), apitest.WithFault(projects[1].NFT, apitest.Slow(time.Minute)))
-	t.Cleanup(srv.Close)
-	api, _ := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	api, projects := fastAndSlow(t, 2)
 	out, sp := &memSink{}, &memSpool{}
 	s := sync.New(sync.Config{Source: api, Sink: out, Spool: sp, Concurrency: 2})
 	ctx, cancel := context.WithCancelCause(context.Background())
-	// The pass is cancelled once the fast name is done (its rows are then
-	// with the writer) while the slow one is still in flight.
-	cancelWhenOneDone := func(pr sync.Progress) {
-		if pr.NamesDone == 1 {
-			cancel(sync.ErrShutdown)
-		}
-	}
-	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, projects[1].NFT}, Progress: cancelWhenOneDone})
+	shutdown := cancelOnFirstDone(func() { cancel(sync.ErrShutdown) })
+	rep, err := s.Run(ctx, sync.Pass{Names: []string{projects[0].NFT, projects[1].NFT}, Progress: shutdown})
 	if err != nil {
 		t.Fatal(err)
 	}
