@@ -60,7 +60,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Observe, when set, is called after every attempt of a request with
 	// the operation ("project_details" or "list_messages"), its outcome
-	// (see Outcome) and its duration, e.g. to feed metrics.
+	// (ok, http_4xx, http_429, http_5xx, envelope, timeout, too_large,
+	// invalid_body, canceled or network) and its duration, e.g. to feed
+	// metrics.
 	Observe func(op, outcome string, d time.Duration)
 }
 

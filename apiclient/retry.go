@@ -58,7 +58,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt func() error, log
 		start := time.Now()
 		err := attempt()
 		if c.observe != nil {
-			c.observe(op, Outcome(err), time.Since(start))
+			c.observe(op, outcome(err), time.Since(start))
 		}
 		if err == nil {
 			return struct{}{}, nil
@@ -159,10 +159,9 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return min(d, maxRetryAfter), true
 }
 
-// Outcome names the result of one request attempt with a short, bounded
-// word, for metrics: ok, http_4xx, http_429, http_5xx, envelope, timeout,
-// too_large, invalid_body, canceled or network.
-func Outcome(err error) string {
+// outcome names the result of one request attempt with a short, bounded
+// word for Config.Observe.
+func outcome(err error) string {
 	var se *StatusError
 	var env *EnvelopeError
 	var cb *callbackError
