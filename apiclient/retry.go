@@ -116,7 +116,7 @@ func (e *retryAfterError) Unwrap() []error {
 // permanent error.
 func classify(ctx context.Context, err error) error {
 	var cb *callbackError
-	if errors.As(err, &cb) || errors.Is(err, ErrResponseTooLarge) {
+	if errors.As(err, &cb) || errors.Is(err, ErrResponseTooLarge) || errors.Is(err, errCrossOrigin) {
 		return backoff.Permanent(err)
 	}
 	var se *StatusError
