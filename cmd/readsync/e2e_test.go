@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
-
 	"github.com/readsync/readsync/apiclient/apitest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -80,7 +78,7 @@ func (f *fixture) writeSchedules(t *testing.T, name, spec string, names []string
 func (f *fixture) run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, envconfig.MapLookuper(f.env), &stdout, &stderr)
+	code := run(context.Background(), args, environ(f.env), &stdout, &stderr)
 	f.noSecrets(t, stdout.String()+stderr.String())
 	return code, stdout.String(), stderr.String()
 }
@@ -404,7 +402,7 @@ func TestDaemonRunsSchedules(t *testing.T) {
 	defer cancel()
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, envconfig.MapLookuper(f.env), &bytes.Buffer{}, &stderr) }()
+	go func() { done <- run(ctx, nil, environ(f.env), &bytes.Buffer{}, &stderr) }()
 
 	deadline := time.Now().Add(30 * time.Second)
 	var runs uint64
