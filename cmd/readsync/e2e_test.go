@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -386,6 +387,45 @@ func TestCheck(t *testing.T) {
 		if strings.Contains(stdout+stderr, s) {
 			t.Errorf("--check output leaks %q:\n%s%s", s, stdout, stderr)
 		}
+	}
+}
+
+// --check prints exactly one line per check on stdout: retries are counted
+// on the API's line, not logged, and refused credentials name the
+// variables to check.
+func TestCheckPrintsOneLinePerCheck(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}),
+		apitest.WithFault("p.eth", apitest.FailFirst(2, apitest.StatusFault(503, "busy"))))
+	varying := regexp.MustCompile(`\d+(\.\d+)?(µs|ms|s)\b|server [0-9.]+`)
+	normalize := func(s string) string {
+		return varying.ReplaceAllStringFunc(s, func(m string) string {
+			if strings.HasPrefix(m, "server") {
+				return "server V"
+			}
+			return "D"
+		})
+	}
+	code, stdout, stderr := f.run(t, "--check")
+	want := fmt.Sprintf(`config: ok (%[1]s: 1 schedules, 1 nft names)
+spool: ok (%[2]s: 0 entries waiting, 0 of 1073741824 bytes used)
+api: ok (%[3]s: nft "p.eth" is project 1, D after 2 retries)
+clickhouse: ok (server V, database %[4]q)
+`, f.env["READSYNC_SCHEDULES_FILE"], f.env["READSYNC_SPOOL_DIR"], f.srv.URL, f.db.Name)
+	if code != exitOK || normalize(stdout) != want {
+		t.Errorf("--check exit %d, stdout\n%s\nwant (durations as D)\n%s", code, stdout, want)
+	}
+	if strings.Contains(stderr, "retrying") {
+		t.Errorf("--check logged its retries:\n%s", stderr)
+	}
+
+	f.env["READSYNC_CLIENT_SECRET"] = "not-the-secret"
+	code, stdout, _ = f.run(t, "--check", "--dry-run")
+	want = fmt.Sprintf(`config: ok (%s: 1 schedules, 1 nft names)
+api: FAILED: project details of nft "p.eth": HTTP 401 Unauthorized: {"code":0,"data":{},"msg":"Process failed","success":false}; check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET
+clickhouse: skipped (--dry-run)
+`, f.env["READSYNC_SCHEDULES_FILE"])
+	if code != exitFailed || stdout != want {
+		t.Errorf("--check with a wrong secret: exit %d, stdout\n%s\nwant\n%s", code, stdout, want)
 	}
 }
 
