@@ -74,6 +74,7 @@ func (a *app) daemon(ctx context.Context) int {
 			a.cronPass(passCtx, st, syncer, s, c.Entry(id).Prev)
 		}))
 		names[id] = s.Name
+		a.metrics.armSchedule(s.Name)
 	}
 	c.Start()
 	for _, e := range c.Entries() {

@@ -25,7 +25,6 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
-	"github.com/sethvargo/go-envconfig"
 )
 
 const (
@@ -321,7 +320,7 @@ func loadPodConfig(t *testing.T, objs []object, what string, pod *podSpec, env m
 		t.Fatal(err)
 	}
 	m["READSYNC_SCHEDULES_FILE"] = local
-	cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(m), true)
+	cfg, err := loadConfig(context.Background(), environ(m), true)
 	if err != nil {
 		t.Fatalf("%s: readsync rejects the manifests' configuration: %v", what, err)
 	}
