@@ -55,9 +55,15 @@ dsns() {
 	echo "$out"
 }
 
-# http_get PORT PATH: print the body of a GET, or nothing.
+# http_get PORT PATH: print the body of a GET, or nothing. A fresh machine
+# may lack curl; python3 is there.
 http_get() {
-	curl -fsS --max-time 2 "http://127.0.0.1:$1$2" 2>/dev/null || true
+	if command -v curl >/dev/null 2>&1; then
+		curl -fsS --max-time 2 "http://127.0.0.1:$1$2" 2>/dev/null || true
+	else
+		python3 -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1], timeout=2).read().decode())' \
+			"http://127.0.0.1:$1$2" 2>/dev/null || true
+	fi
 }
 
 ping_node() { [[ "$(http_get "$(http_port "$1")" /ping)" == Ok.* ]]; }
@@ -373,7 +379,6 @@ cmd_ensure() {
 		dsns
 		return
 	fi
-	command -v curl >/dev/null 2>&1 || die "curl is needed to check the nodes"
 	lock
 	install_missing
 	ensure_zk
