@@ -40,6 +40,7 @@ type env struct {
 	ClientID       string        `env:"READSYNC_CLIENT_ID, required"`
 	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required"`
 	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN"`
+	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE"`
 	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml"`
 	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8"`
 	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s"`
@@ -173,6 +174,11 @@ func (c *config) validate(needDSN bool) error {
 	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
 	if err != nil {
 		return configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
+	}
+	if c.CAFile != "" {
+		if dsn, err = dsn.WithCAFile(c.CAFile); err != nil {
+			return configErrorf("READSYNC_CLICKHOUSE_CA_FILE: %w", err)
+		}
 	}
 	c.DSN = dsn
 	return nil
