@@ -46,6 +46,7 @@ type env struct {
 	ClientID       string        `env:"READSYNC_CLIENT_ID, required" help:"sent as the client_id header"`
 	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required" help:"sent as the client_secret header; never logged"`
 	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN" help:"clickhouse://user:password@host:9000/database (native protocol); required unless --dry-run"`
+	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE" help:"PEM file of the CA that signed ClickHouse's certificate; needs secure=true in the DSN"`
 	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml" help:"path of the schedules file"`
 	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8" help:"names in flight at once, 1 to 1024"`
 	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s" help:"bound on one HTTP request, body included"`
@@ -315,6 +316,12 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
 	if err != nil {
 		p.add(fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err))
+		return
+	}
+	if c.CAFile != "" {
+		if dsn, err = dsn.WithCAFile(c.CAFile); err != nil {
+			p.add(fmt.Errorf("READSYNC_CLICKHOUSE_CA_FILE: %w", err))
+		}
 	}
 	c.DSN = dsn
 }

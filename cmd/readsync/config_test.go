@@ -23,6 +23,9 @@ func baseEnv() map[string]string {
 	}
 }
 
+// tlsDSN is a valid DSN asking for native TLS.
+const tlsDSN = "clickhouse://default:pa55word@127.0.0.1:1/readsync?secure=true"
+
 func runWith(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -45,6 +48,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLIENT_SECRET is required: sent as the client_secret header; never logged\n"},
 		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse): such as clickhouse://user:password@host:9000/database\n"},
 		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN: scheme \"http\": readsync speaks the native protocol, use clickhouse://host:9000/database\n"},
+		{"ca file missing", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/nope.pem"}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_CA_FILE: CA file: open testdata/nope.pem: no such file or directory\n"},
+		{"ca file missing in check", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/nope.pem"}, []string{"--check"}, "readsync: configuration: READSYNC_CLICKHOUSE_CA_FILE: CA file: open testdata/nope.pem: no such file or directory\n"},
+		{"ca file without a certificate", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/not-a-ca.pem"}, nil, "readsync: configuration: READSYNC_CLICKHOUSE_CA_FILE: CA file testdata/not-a-ca.pem: no PEM certificate in it\n"},
+		{"ca file with a plain-text dsn", map[string]string{"READSYNC_CLICKHOUSE_CA_FILE": "testdata/not-a-ca.pem"}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_CA_FILE: a CA file needs a DSN with secure=true (native TLS, port 9440 by default)\n"},
 		{"concurrency not a number", map[string]string{"READSYNC_CONCURRENCY": "many"}, []string{"--backfill"}, `readsync: configuration: READSYNC_CONCURRENCY="many": a whole number such as 8` + "\n"},
 		{"concurrency zero", map[string]string{"READSYNC_CONCURRENCY": "0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_CONCURRENCY="0": a whole number from 1 to 1024, such as 8` + "\n"},
 		{"timeout not a duration", map[string]string{"READSYNC_REQUEST_TIMEOUT": "5"}, []string{"--backfill"}, `readsync: configuration: READSYNC_REQUEST_TIMEOUT="5": a Go duration such as 30s` + "\n"},
