@@ -101,6 +101,7 @@ type app struct {
 
 func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
 	m := newMetrics()
+	m.observeShard(cfg.ShardOf)
 	api, err := apiclient.New(apiclient.Config{
 		BaseURL:          cfg.APIBaseURL,
 		ClientID:         cfg.ClientID,
