@@ -36,11 +36,13 @@ lint:
 
 # The integration tests need ClickHouse: scripts/clickhouse.sh starts a private
 # server (installing Debian's package when it may) or uses READSYNC_TEST_CLICKHOUSE_DSN.
-# The manifest tests render deployments/ with kustomize (from PATH, or `go run`).
+# The manifest tests render deployments/ with kustomize and helm (from PATH,
+# or the pinned versions through `go run`).
 unit:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse; see the message above" >&2; exit 1; }; \
 	echo "ClickHouse for the tests: $$dsn"; \
-	READSYNC_TEST_CLICKHOUSE_DSN=$$dsn READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 $(GO) test -race -count=1 ./...
+	READSYNC_TEST_CLICKHOUSE_DSN=$$dsn READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 \
+		$(GO) test -race -count=1 ./...
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

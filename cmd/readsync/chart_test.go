@@ -121,14 +121,21 @@ func TestChart(t *testing.T) {
 	}
 }
 
-// Values that would render pods readsync rejects fail at render time.
+// Values that would render pods readsync rejects, or variables set twice,
+// fail at render time with a message naming the value.
 func TestChartRejectsBadValues(t *testing.T) {
-	for _, flags := range [][]string{
-		{"--set", "backfill.enabled=true", "--set", "backfill.parallelism=0"},
-		{"--set", "settings.LOG_LEVEL=debug"},
+	for _, tt := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--set", "backfill.enabled=true", "--set", "backfill.parallelism=0"}, "backfill.parallelism 0: must be at least 1"},
+		{[]string{"--set", "settings.LOG_LEVEL=debug"}, "settings.LOG_LEVEL: readsync reads only READSYNC_* variables"},
+		{[]string{"--set", "settings.READSYNC_SHARD=0/2"}, "settings.READSYNC_SHARD: set by the chart"},
+		{[]string{"--set", "settings.READSYNC_CLIENT_SECRET=s3cr3t"}, "settings.READSYNC_CLIENT_SECRET: set by the chart"},
 	} {
-		if _, err := helmRender(t, "readsync", flags...); err == nil {
-			t.Errorf("helm template %q: rendered, want an error", flags)
+		_, err := helmRender(t, "readsync", tt.flags...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("helm template %q: error %v, want one containing %q", tt.flags, err, tt.want)
 		}
 	}
 }
