@@ -10,6 +10,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -266,7 +267,7 @@ func diffJSON(at string, a, b any) []string {
 		for k := range bm {
 			keys[k] = true
 		}
-		for _, k := range slices.Sorted(mapKeys(keys)) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			out = append(out, diffJSON(at+"."+k, am[k], bm[k])...)
 		}
 		return out

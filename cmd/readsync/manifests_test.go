@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -153,17 +155,24 @@ func TestManifestDaemon(t *testing.T) {
 // documented command on a copy of the base, or in the README's overlay,
 // every pod's shard count follows.
 func TestManifestReplicas(t *testing.T) {
-	base := scaledBase(t, 4)
-	for _, m := range []manifests{kustomizeBuild(t, base), kustomizeBuild(t, k8sReplicas)} {
-		s := find[appsv1.StatefulSet](t, m, "readsync")
-		want := 4
-		if strings.Contains(m.what, k8sReplicas) {
-			want = 3
-		}
-		checkDaemon(t, m, "readsync", want, exampleSecret)
-		if s.Spec.Replicas == nil || int(*s.Spec.Replicas) != want {
-			t.Errorf("%s: replicas %v, want %d", m.what, s.Spec.Replicas, want)
-		}
+	overlay, err := os.ReadFile(filepath.Join(k8sReplicas, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, entries, _ := bytes.Cut(overlay, []byte("\nreplicas:\n")); !bytes.Contains(readme, append([]byte("\nreplicas:\n"), entries...)) {
+		t.Errorf("README.md does not show the replicas and replacements of %s, which this test checks", k8sReplicas)
+	}
+	for _, tt := range []struct {
+		dir      string
+		replicas int
+	}{{scaledBase(t, 4), 4}, {k8sReplicas, 3}} {
+		m := kustomizeBuild(t, tt.dir)
+		checkLabels(t, m)
+		checkDaemon(t, m, "readsync", tt.replicas, exampleSecret)
 	}
 }
 
@@ -212,7 +221,7 @@ func compareSharedPod(t *testing.T, aWhat string, a *corev1.PodSpec, bWhat strin
 		}
 	}
 	sa, sb := shared(a), shared(b)
-	for _, k := range slices.Sorted(mapKeys(sa)) {
+	for _, k := range slices.Sorted(maps.Keys(sa)) {
 		if !reflect.DeepEqual(sa[k], sb[k]) {
 			t.Errorf("pod %s differs between %s and %s:\n%s\n%s", k, aWhat, bWhat, jsonOf(sa[k]), jsonOf(sb[k]))
 		}
@@ -496,7 +505,7 @@ func checkClaimSize(t *testing.T, what string, claim *corev1.PersistentVolumeCla
 
 func checkProbes(t *testing.T, what string, c *corev1.Container, cfg *config) {
 	t.Helper()
-	_, port, err := splitPort(cfg.HTTPAddr)
+	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
 		t.Fatalf("%s: READSYNC_HTTP_ADDR %q: %v", what, cfg.HTTPAddr, err)
 	}
@@ -571,7 +580,7 @@ func checkServiceAccount(t *testing.T, m manifests, what string, pod *corev1.Pod
 // http reaches the port readsync listens on.
 func checkServices(t *testing.T, m manifests, s *appsv1.StatefulSet, cfg *config) {
 	t.Helper()
-	_, port, _ := splitPort(cfg.HTTPAddr)
+	_, port, _ := net.SplitHostPort(cfg.HTTPAddr)
 	headless := find[corev1.Service](t, m, s.Spec.ServiceName)
 	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("%s: Service %s (the StatefulSet's serviceName) must be headless, clusterIP None", m.what, headless.Name)
@@ -639,14 +648,6 @@ func containerPort(c *corev1.Container, port intstr.IntOrString) string {
 	return port.String()
 }
 
-func splitPort(addr string) (string, string, error) {
-	i := strings.LastIndexByte(addr, ':')
-	if i < 0 {
-		return "", "", fmt.Errorf("no port in %q", addr)
-	}
-	return addr[:i], addr[i+1:], nil
-}
-
 // mountOf returns the volume mount holding file (the longest mount path
 // that contains it) and its volume.
 func mountOf(pod *corev1.PodSpec, file string) (*corev1.VolumeMount, *corev1.Volume) {
@@ -675,16 +676,6 @@ func first[T any](ps ...*T) *T {
 		}
 	}
 	return nil
-}
-
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func jsonOf(v any) string {
@@ -808,7 +799,7 @@ func newTool(name, module, required string) *toolSpec {
 func tool(t *testing.T, s *toolSpec, dir string, args ...string) []byte {
 	t.Helper()
 	cmd := toolCommand(t, s)
-	out, err := run1(cmd, dir, args...)
+	out, err := runTool(cmd, dir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -817,7 +808,7 @@ func tool(t *testing.T, s *toolSpec, dir string, args ...string) []byte {
 
 func toolOutput(t *testing.T, s *toolSpec, dir string, args ...string) ([]byte, error) {
 	t.Helper()
-	return run1(toolCommand(t, s), dir, args...)
+	return runTool(toolCommand(t, s), dir, args...)
 }
 
 func toolCommand(t *testing.T, s *toolSpec) []string {
@@ -832,7 +823,7 @@ func toolCommand(t *testing.T, s *toolSpec) []string {
 	return cmd
 }
 
-func run1(cmd []string, dir string, args ...string) ([]byte, error) {
+func runTool(cmd []string, dir string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
