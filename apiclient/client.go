@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -38,6 +40,8 @@ type Config struct {
 	ClientSecret string
 	// HTTPClient is shared by all requests; nil means a client from
 	// NewHTTPClient(8). The caller owns it and should reuse one per process.
+	// Its transport is used as is; its redirect policy is narrowed to the
+	// base URL's origin (see New).
 	HTTPClient *http.Client
 	// RequestTimeout bounds one request including reading its body; zero
 	// means 30s.
@@ -58,9 +62,16 @@ type Config struct {
 	RateLimit float64
 	// Logger receives a warning for every retry; nil discards them.
 	Logger *slog.Logger
+	// CredentialsHint is appended to the error of a 401 or 403 response,
+	// to say where the client id and secret come from, e.g. "check
+	// READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET". Empty means "check the
+	// client id and secret".
+	CredentialsHint string
 	// Observe, when set, is called after every attempt of a request with
 	// the operation ("project_details" or "list_messages"), its outcome
-	// (see Outcome) and its duration, e.g. to feed metrics.
+	// (ok, http_4xx, http_429, http_5xx, envelope, timeout, too_large,
+	// invalid_body, canceled or network) and its duration, e.g. to feed
+	// metrics.
 	Observe func(op, outcome string, d time.Duration)
 }
 
@@ -73,6 +84,7 @@ type Client struct {
 	timeout  time.Duration
 	maxBytes int64
 	ua       string
+	authHint string
 
 	maxRetries int
 	backoff    time.Duration
@@ -82,6 +94,12 @@ type Client struct {
 }
 
 // New validates cfg and returns a Client.
+//
+// The client id and secret go to the base URL's origin (scheme, host and
+// port) and nowhere else: net/http forwards custom headers such as
+// client_secret on every redirect, so a redirect to another origin is
+// refused and fails the request without a retry. A redirect within the
+// origin is followed, credentials included, up to 10 times.
 func New(cfg Config) (*Client, error) {
 	base, err := ParseBaseURL(cfg.BaseURL)
 	if err != nil {
@@ -101,6 +119,7 @@ func New(cfg Config) (*Client, error) {
 		timeout:  cfg.RequestTimeout,
 		maxBytes: cfg.MaxResponseBytes,
 		ua:       cfg.UserAgent,
+		authHint: cfg.CredentialsHint,
 
 		maxRetries: max(cfg.MaxRetries, 0),
 		backoff:    cfg.RetryBackoff,
@@ -120,6 +139,14 @@ func New(cfg Config) (*Client, error) {
 	}
 	if c.http == nil {
 		c.http = NewHTTPClient(8)
+	}
+	// A copy shares the caller's transport and connection pool; only the
+	// redirect policy differs.
+	hc := *c.http
+	hc.CheckRedirect = sameOriginRedirects(base, hc.CheckRedirect)
+	c.http = &hc
+	if c.authHint == "" {
+		c.authHint = "check the client id and secret"
 	}
 	if c.timeout <= 0 {
 		c.timeout = 30 * time.Second
@@ -177,13 +204,14 @@ func NewHTTPClient(concurrency int) *http.Client {
 // retrying transient failures.
 func (c *Client) ProjectDetails(ctx context.Context, nft string) (Project, error) {
 	var p Project
+	u := c.url(DetailsPath, url.Values{"nft_name": {nft}})
 	err := c.retry(ctx, "project_details", func() error {
-		return c.get(ctx, DetailsPath, url.Values{"nft_name": {nft}}, false, func(body io.Reader) error {
+		return c.get(ctx, u, false, func(body io.Reader) error {
 			var err error
 			p, err = decodeProject(body)
 			return err
 		})
-	}, "nft", nft)
+	}, "nft", nft, "url", u)
 	if err != nil {
 		return Project{}, fmt.Errorf("project details of nft %q: %w", nft, err)
 	}
@@ -201,14 +229,14 @@ func (c *Client) ProjectDetails(ctx context.Context, nft string) (Project, error
 // the last restart are unconfirmed. An error returned by fn ends the list
 // without a retry and is returned wrapped.
 func (c *Client) ListMessages(ctx context.Context, projectID int64, fn func(Message) error, restart func()) error {
-	q := url.Values{"project_id": {strconv.FormatInt(projectID, 10)}}
+	u := c.url(ListPath, url.Values{"project_id": {strconv.FormatInt(projectID, 10)}})
 	delivered := false
 	err := c.retry(ctx, "list_messages", func() error {
 		if delivered && restart != nil {
 			restart()
 		}
 		delivered = false
-		return c.get(ctx, ListPath, q, true, func(body io.Reader) error {
+		return c.get(ctx, u, true, func(body io.Reader) error {
 			return decodeList(body, func(m Message) error {
 				delivered = true
 				if err := fn(m); err != nil {
@@ -217,23 +245,28 @@ func (c *Client) ListMessages(ctx context.Context, projectID int64, fn func(Mess
 				return nil
 			})
 		})
-	}, "project_id", projectID)
+	}, "project_id", projectID, "url", u)
 	if err != nil {
 		return fmt.Errorf("messages of project %d: %w", projectID, err)
 	}
 	return nil
 }
 
-// get sends one GET and hands a 2xx body to decode, bounded by the request
-// timeout and the response size limit.
-func (c *Client) get(ctx context.Context, path string, q url.Values, jsonContentType bool, decode func(io.Reader) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-
+// url is the address of the operation at path with the query q.
+func (c *Client) url(path string, q url.Values) string {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	return u.String()
+}
+
+// get sends one GET to u and hands a 2xx body to decode, bounded by the
+// request timeout and the response size limit. Its errors do not repeat u.
+func (c *Client) get(ctx context.Context, u string, jsonContentType bool, decode func(io.Reader) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("build request: %w", err)
 	}
@@ -251,7 +284,7 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, jsonContent
 
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return c.timeoutErr(ctx, fmt.Errorf("GET %s: %w", path, err))
+		return c.timeoutErr(ctx, transportError{err})
 	}
 	defer func() {
 		// Drain a little so the connection can be reused; a large unread
@@ -260,13 +293,65 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, jsonContent
 		resp.Body.Close()
 	}()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return newStatusError(resp)
+		se := newStatusError(resp)
+		if se.StatusCode == http.StatusUnauthorized || se.StatusCode == http.StatusForbidden {
+			se.Hint = c.authHint
+		}
+		return se
 	}
 	body := &limitedReader{r: resp.Body, left: c.maxBytes, limit: c.maxBytes}
 	if err := decode(body); err != nil {
 		return c.timeoutErr(ctx, err)
 	}
 	return nil
+}
+
+// transportError is a failed exchange as net/http reports it, without the
+// request's URL: the retry log line names the URL once, and the caller's
+// error names the nft or project the request was for.
+type transportError struct{ err error }
+
+func (e transportError) Error() string {
+	var ue *url.Error
+	if errors.As(e.err, &ue) {
+		return ue.Err.Error()
+	}
+	return e.err.Error()
+}
+func (e transportError) Unwrap() error { return e.err }
+
+// errCrossOrigin marks a redirect refused because it leaves the base URL's
+// origin; it is never retried.
+var errCrossOrigin = errors.New("redirect to another origin refused")
+
+// sameOriginRedirects returns a redirect policy that refuses to leave
+// base's origin and otherwise defers to next (net/http's default of 10
+// redirects when nil).
+func sameOriginRedirects(base *url.URL, next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if origin(req.URL) != origin(base) {
+			return fmt.Errorf("%w: the client credentials are sent only to %s, and %s redirected to %s",
+				errCrossOrigin, origin(base), via[len(via)-1].URL.Path, origin(req.URL))
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
+// origin is u's scheme, host and port, the port made explicit, in lower
+// case: the unit a browser would trust with a credential.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // timeoutErr names the request timeout when it, rather than the caller's

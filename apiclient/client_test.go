@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,7 +102,8 @@ func TestFailuresNameTheirCause(t *testing.T) {
 		{name: "too large", list: true, mod: func(c *apiclient.Config) { c.MaxResponseBytes = 40 }, want: "response body exceeds the size limit of 40 bytes"},
 		{name: "reset", fault: ptr(apitest.ConnReset()), mod: func(c *apiclient.Config) {
 			c.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		}, want: "GET /platform/api/v1/projects/externalDetail"},
+		}, want: `project details of nft "p.eth": read tcp `},
+		{name: "refused", mod: func(c *apiclient.Config) { c.BaseURL = closedURL(t) }, want: `project details of nft "p.eth": dial tcp `},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,13 +147,99 @@ func TestStatusErrorKeepsRetryAfter(t *testing.T) {
 	}
 }
 
-func TestWrongCredentials(t *testing.T) {
-	srv := newServer(t, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
-	c := newClient(t, srv, func(c *apiclient.Config) { c.ClientSecret = "wrong-secret-value" })
-	_, err := c.ProjectDetails(context.Background(), "p.eth")
-	if err == nil || !strings.Contains(err.Error(), "HTTP 401") || strings.Contains(err.Error(), "wrong-secret-value") {
-		t.Fatalf("error %v: want HTTP 401 without the secret", err)
+// A 401 or 403 says what to check, in the caller's words when it gives
+// them, and never quotes the secret.
+func TestRefusedCredentialsSayWhatToCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		secret string
+		fault  apitest.Fault
+		hint   string
+		want   string
+	}{
+		{name: "401", secret: "wrong-secret-value",
+			want: `project details of nft "p.eth": HTTP 401 Unauthorized: {"code":0,"data":{},"msg":"Process failed","success":false}; check the client id and secret`},
+		{name: "401 with the caller's hint", secret: "wrong-secret-value", hint: "check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET",
+			want: `project details of nft "p.eth": HTTP 401 Unauthorized: {"code":0,"data":{},"msg":"Process failed","success":false}; check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET`},
+		{name: "403", secret: secret, fault: apitest.StatusFault(403, "forbidden"), hint: "check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET",
+			want: `project details of nft "p.eth": HTTP 403 Forbidden: forbidden; check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET`},
+		{name: "404 has no hint", secret: secret, fault: apitest.StatusFault(404, "no"), hint: "check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET",
+			want: `project details of nft "p.eth": HTTP 404 Not Found: no`},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newServer(t, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}), apitest.WithFault("p.eth", tt.fault))
+			c := newClient(t, srv, func(c *apiclient.Config) { c.ClientSecret, c.CredentialsHint = tt.secret, tt.hint })
+			_, err := c.ProjectDetails(context.Background(), "p.eth")
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("error\n %v\nwant\n %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// The credentials go to the base URL's origin only: a redirect to another
+// port is refused before anything is sent there, and is not retried.
+func TestRedirectsToAnotherOriginAreRefused(t *testing.T) {
+	other := newServer(t, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
+	var redirects atomic.Int32
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		redirects.Add(1)
+		http.Redirect(w, r, other.URL+r.URL.RequestURI(), http.StatusFound)
+	}))
+	t.Cleanup(redirector.Close)
+	c, err := apiclient.New(apiclient.Config{BaseURL: redirector.URL, ClientID: "1001", ClientSecret: secret, MaxRetries: 3, RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.ProjectDetails(context.Background(), "p.eth")
+	want := `project details of nft "p.eth": redirect to another origin refused: the client credentials are sent only to ` +
+		redirector.URL + ", and " + apiclient.DetailsPath + " redirected to " + other.URL
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n %v\nwant\n %s", err, want)
+	}
+	if reqs := other.Requests(); len(reqs) != 0 {
+		t.Errorf("the other origin saw %d requests (credentials %q/%q)", len(reqs), reqs[0].Header.Get("client_id"), reqs[0].Header.Get("client_secret"))
+	}
+	if n := redirects.Load(); n != 1 {
+		t.Errorf("%d requests to the redirecting server, want 1 (no retry)", n)
+	}
+}
+
+// A redirect within the origin keeps the credentials: the API moving a
+// path on its own host is no reason to fail.
+func TestRedirectsWithinTheOriginAreFollowed(t *testing.T) {
+	upstream := newServer(t, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
+	target, err := url.Parse(upstream.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if old, ok := strings.CutPrefix(r.URL.Path, "/old"); ok {
+			u := *r.URL
+			u.Path = old
+			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := apiclient.New(apiclient.Config{BaseURL: srv.URL + "/old", ClientID: "1001", ClientSecret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.ProjectDetails(context.Background(), "p.eth"); err != nil || p.ID != 1 {
+		t.Fatalf("got project %d, %v; want project 1 through the redirect", p.ID, err)
+	}
+}
+
+// closedURL is the base URL of a port nothing listens on.
+func closedURL(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	return srv.URL
 }
 
 func TestNewValidates(t *testing.T) {

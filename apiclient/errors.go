@@ -16,12 +16,18 @@ type StatusError struct {
 	// Snippet is the start of the body with control characters and runs of
 	// white space folded, for the log line.
 	Snippet string
+	// Hint, when set, says what to do about it; a 401 or 403 gets the
+	// client's Config.CredentialsHint.
+	Hint string
 }
 
 func (e *StatusError) Error() string {
 	msg := fmt.Sprintf("HTTP %d %s", e.StatusCode, http.StatusText(e.StatusCode))
 	if e.Snippet != "" {
 		msg += ": " + e.Snippet
+	}
+	if e.Hint != "" {
+		msg += "; " + e.Hint
 	}
 	return msg
 }

@@ -58,7 +58,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt func() error, log
 		start := time.Now()
 		err := attempt()
 		if c.observe != nil {
-			c.observe(op, Outcome(err), time.Since(start))
+			c.observe(op, outcome(err), time.Since(start))
 		}
 		if err == nil {
 			return struct{}{}, nil
@@ -116,7 +116,7 @@ func (e *retryAfterError) Unwrap() []error {
 // permanent error.
 func classify(ctx context.Context, err error) error {
 	var cb *callbackError
-	if errors.As(err, &cb) || errors.Is(err, ErrResponseTooLarge) {
+	if errors.As(err, &cb) || errors.Is(err, ErrResponseTooLarge) || errors.Is(err, errCrossOrigin) {
 		return backoff.Permanent(err)
 	}
 	var se *StatusError
@@ -159,10 +159,9 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	return min(d, maxRetryAfter), true
 }
 
-// Outcome names the result of one request attempt with a short, bounded
-// word, for metrics: ok, http_4xx, http_429, http_5xx, envelope, timeout,
-// too_large, invalid_body, canceled or network.
-func Outcome(err error) string {
+// outcome names the result of one request attempt with a short, bounded
+// word for Config.Observe.
+func outcome(err error) string {
 	var se *StatusError
 	var env *EnvelopeError
 	var cb *callbackError

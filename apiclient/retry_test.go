@@ -113,6 +113,10 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 					if strings.Contains(l, secret) {
 						t.Errorf("retry warning leaks the secret: %s", l)
 					}
+					// The URL once, as its own attribute, whatever the failure.
+					if n := strings.Count(l, path); n != 1 || !strings.Contains(l, " url="+srv.URL+path+"?") {
+						t.Errorf("retry warning names %s %d times, want once as url=: %s", path, n, l)
+					}
 				}
 			})
 		}

@@ -3,81 +3,98 @@
 # upstream with sample projects whose read counts grow on every fetch, makes a
 # local ClickHouse reachable, runs three backfills an hour apart, and prints the
 # read trend from ClickHouse.
+#
+# Its output goes to terminals and to logs alike: escape codes (bold headings,
+# colours, the progress bar) appear only on a terminal.
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$REPO"
-WORK="$REPO/.tmp/demo"
-DB="readsync_demo"
-rm -rf "$WORK"
-mkdir -p "$WORK"
+# say prints a heading on stderr, in bold on a terminal only.
+say() {
+	if [[ -t 2 ]]; then
+		printf '\n\033[1m== %s\033[0m\n' "$*" >&2
+	else
+		printf '\n== %s\n' "$*" >&2
+	fi
+}
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
+main() {
+	REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+	cd "$REPO"
+	WORK="$REPO/.tmp/demo"
+	DB="readsync_demo"
+	rm -rf "$WORK"
+	mkdir -p "$WORK"
 
-say "ClickHouse"
-base_dsn="$(scripts/clickhouse.sh ensure)"
-dsn="${base_dsn%/*}/$DB"
-scripts/clickhouse.sh query "DROP DATABASE IF EXISTS $DB" >/dev/null
-echo "using $dsn" >&2
+	say "ClickHouse"
+	base_dsn="$(scripts/clickhouse.sh ensure)"
+	dsn="${base_dsn%/*}/$DB"
+	scripts/clickhouse.sh query "DROP DATABASE IF EXISTS $DB" >/dev/null
+	echo "using $dsn" >&2
 
-say "fake upstream"
-bin/fakeupstream -sample -growth 40 -client-id 1001 -client-secret demo-secret -url-file "$WORK/url" 2>"$WORK/fakeupstream.log" &
-fake_pid=$!
-trap 'kill "$fake_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [[ -s "$WORK/url" ]] && break; sleep 0.1; done
-[[ -s "$WORK/url" ]] || { cat "$WORK/fakeupstream.log" >&2; echo "fake upstream did not start" >&2; exit 1; }
-url="$(cat "$WORK/url")"
-echo "serving sample projects at $url" >&2
+	say "fake upstream"
+	bin/fakeupstream -sample -growth 40 -client-id 1001 -client-secret demo-secret -url-file "$WORK/url" 2>"$WORK/fakeupstream.log" &
+	fake_pid=$!
+	trap 'kill "$fake_pid" 2>/dev/null || true' EXIT
+	for _ in $(seq 100); do [[ -s "$WORK/url" ]] && break; sleep 0.1; done
+	[[ -s "$WORK/url" ]] || { cat "$WORK/fakeupstream.log" >&2; echo "fake upstream did not start" >&2; exit 1; }
+	url="$(cat "$WORK/url")"
+	echo "serving sample projects at $url" >&2
 
-# A schedules file for the sample projects, one schedule holding every name.
-{
-	echo "schedules:"
-	echo "  - name: demo"
-	echo '    cron: "@hourly"'
-	echo "    nft_names:"
-	bin/fakeupstream -sample -print-nft-names | while IFS= read -r name; do
-		printf '      - "%s"\n' "$(printf '%s' "$name" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+	# A schedules file for the sample projects, one schedule holding every name.
+	{
+		echo "schedules:"
+		echo "  - name: demo"
+		echo '    cron: "@hourly"'
+		echo "    nft_names:"
+		bin/fakeupstream -sample -print-nft-names | while IFS= read -r name; do
+			printf '      - "%s"\n' "$(printf '%s' "$name" | sed 's/\\/\\\\/g; s/"/\\"/g')"
+		done
+	} >"$WORK/schedules.yaml"
+
+	export READSYNC_API_BASE_URL="$url"
+	export READSYNC_CLIENT_ID=1001
+	export READSYNC_CLIENT_SECRET=demo-secret
+	export READSYNC_CLICKHOUSE_DSN="$dsn"
+	export READSYNC_SCHEDULES_FILE="$WORK/schedules.yaml"
+	export READSYNC_SPOOL_DIR="$WORK/spool"
+	export READSYNC_LOG_FORMAT="${READSYNC_LOG_FORMAT:-text}"
+
+	say "readsync --check"
+	bin/readsync --check
+
+	# Three snapshots an hour apart, ending at the current hour; the fake's read
+	# counts grow between them, which is the trend the table shows.
+	hour="$(date -u +%Y-%m-%dT%H:00:00Z)"
+	for back in 2 1 0; do
+		at="$(date -u -d "$hour - $back hour" +%Y-%m-%dT%H:%M:%SZ)"
+		say "readsync --backfill --snapshot-at $at"
+		bin/readsync --backfill --snapshot-at "$at"
 	done
-} >"$WORK/schedules.yaml"
 
-export READSYNC_API_BASE_URL="$url"
-export READSYNC_CLIENT_ID=1001
-export READSYNC_CLIENT_SECRET=demo-secret
-export READSYNC_CLICKHOUSE_DSN="$dsn"
-export READSYNC_SCHEDULES_FILE="$WORK/schedules.yaml"
-export READSYNC_SPOOL_DIR="$WORK/spool"
-export READSYNC_LOG_FORMAT="${READSYNC_LOG_FORMAT:-text}"
+	say "read trend per project (from ClickHouse)"
+	scripts/clickhouse.sh query "
+	SELECT nft, snapshot_at, reads, total, if(total = 0, 0, round(100 * reads / total, 2)) AS read_rate_pct
+	FROM
+	(
+	    SELECT project_id, snapshot_at, sum(read_count) AS reads, sum(total) AS total
+	    FROM $DB.message_read_snapshots FINAL
+	    GROUP BY project_id, snapshot_at
+	)
+	ANY LEFT JOIN (SELECT id AS project_id, nft FROM $DB.projects FINAL) USING project_id
+	ORDER BY nft, snapshot_at
+	FORMAT PrettyCompactMonoBlock"
 
-say "readsync --check"
-bin/readsync --check
+	say "passes recorded in sync_runs"
+	scripts/clickhouse.sh query "
+	SELECT snapshot_at, trigger, status, nft_ok, nft_failed, messages
+	FROM $DB.sync_runs ORDER BY started_at, snapshot_at
+	FORMAT PrettyCompactMonoBlock"
 
-# Three snapshots an hour apart, ending at the current hour; the fake's read
-# counts grow between them, which is the trend the table shows.
-hour="$(date -u +%Y-%m-%dT%H:00:00Z)"
-for back in 2 1 0; do
-	at="$(date -u -d "$hour - $back hour" +%Y-%m-%dT%H:%M:%SZ)"
-	say "readsync --backfill --snapshot-at $at"
-	bin/readsync --backfill --snapshot-at "$at"
-done
+	echo >&2
+	echo "Done. The rows stay in database $DB; explore with: scripts/clickhouse.sh query 'SELECT * FROM $DB.message_read_snapshots FINAL LIMIT 10'" >&2
+}
 
-say "read trend per project (from ClickHouse)"
-scripts/clickhouse.sh query "
-SELECT nft, snapshot_at, reads, total, if(total = 0, 0, round(100 * reads / total, 2)) AS read_rate_pct
-FROM
-(
-    SELECT project_id, snapshot_at, sum(read_count) AS reads, sum(total) AS total
-    FROM $DB.message_read_snapshots FINAL
-    GROUP BY project_id, snapshot_at
-)
-ANY LEFT JOIN (SELECT id AS project_id, nft FROM $DB.projects FINAL) USING project_id
-ORDER BY nft, snapshot_at
-FORMAT PrettyCompactMonoBlock"
-
-say "passes recorded in sync_runs"
-scripts/clickhouse.sh query "
-SELECT snapshot_at, trigger, status, nft_ok, nft_failed, messages
-FROM $DB.sync_runs ORDER BY started_at, snapshot_at
-FORMAT PrettyCompactMonoBlock"
-
-echo >&2
-echo "Done. The rows stay in database $DB; explore with: scripts/clickhouse.sh query 'SELECT * FROM $DB.message_read_snapshots FINAL LIMIT 10'" >&2
+# Sourced (by the tests), the script only defines its functions.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+	main "$@"
+fi

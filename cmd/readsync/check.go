@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/readsync/readsync/sink"
@@ -11,10 +13,20 @@ import (
 )
 
 // check reports on the configuration, the spool, the API and ClickHouse,
-// one line each, and exits 0 only when all are usable. An unusable spool
-// directory is a configuration error (exit 2), like those found before.
+// one line each on stdout, and exits 0 only when all are usable. An unknown
+// READSYNC_ variable or an unusable spool directory is a configuration
+// error (exit 2), like those found before. The log on stderr carries no
+// retry warnings: the API's line counts the retries.
 func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 	names := sync.Names(a.cfg.Schedules)
+	if len(a.cfg.Unknown) > 0 {
+		unknown := make([]string, len(a.cfg.Unknown))
+		for i, u := range a.cfg.Unknown {
+			unknown[i] = u.String()
+		}
+		fmt.Fprintf(a.stdout, "config: FAILED: %s\n", strings.Join(unknown, "; "))
+		return exitConfig
+	}
 	fmt.Fprintf(a.stdout, "config: ok (%s: %d schedules, %d nft names)\n",
 		a.cfg.SchedulesFile, len(a.cfg.Schedules), len(names))
 	if !skipClickHouse {
@@ -44,15 +56,29 @@ func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 }
 
 // checkAPI asks for the first configured name's details: it proves the base
-// URL, the credentials and the envelope in one request.
+// URL, the credentials and the envelope in one request (and its retries,
+// counted rather than logged).
 func (a *app) checkAPI(ctx context.Context, nft string) error {
-	start := time.Now()
-	p, err := a.api.ProjectDetails(ctx, nft)
+	attempts := 0
+	api, err := newAPIClient(a.cfg, slog.New(slog.DiscardHandler), func(string, string, time.Duration) { attempts++ })
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "api: ok (%s: nft %q is project %d, %s)\n",
-		a.cfg.APIBaseURL, nft, p.ID, time.Since(start).Round(time.Millisecond))
+	start := time.Now()
+	p, err := api.ProjectDetails(ctx, nft)
+	if err != nil {
+		return err
+	}
+	retries := ""
+	switch attempts {
+	case 1:
+	case 2:
+		retries = " after 1 retry"
+	default:
+		retries = fmt.Sprintf(" after %d retries", attempts-1)
+	}
+	fmt.Fprintf(a.stdout, "api: ok (%s: nft %q is project %d, %s%s)\n",
+		a.cfg.APIBaseURL, nft, p.ID, time.Since(start).Round(time.Millisecond), retries)
 	return nil
 }
 

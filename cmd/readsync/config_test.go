@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
-	"github.com/sethvargo/go-envconfig"
+	"github.com/readsync/readsync/apiclient/apitest"
 )
 
 // baseEnv is a valid environment; tests change one variable at a time.
@@ -23,7 +26,7 @@ func baseEnv() map[string]string {
 func runWith(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, envconfig.MapLookuper(env), &stdout, &stderr)
+	code := run(context.Background(), args, environ(env), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -34,35 +37,37 @@ func TestConfigErrorsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"missing base url", map[string]string{"READSYNC_API_BASE_URL": ""}, []string{"--backfill"}, "READSYNC_API_BASE_URL"},
-		{"base url without scheme", map[string]string{"READSYNC_API_BASE_URL": "api.example.com"}, []string{"--backfill"}, `READSYNC_API_BASE_URL: base URL "api.example.com": scheme must be http or https`},
-		{"base url ftp", map[string]string{"READSYNC_API_BASE_URL": "ftp://x"}, []string{"--backfill"}, "READSYNC_API_BASE_URL"},
-		{"missing client id", map[string]string{"READSYNC_CLIENT_ID": ""}, []string{"--backfill"}, "READSYNC_CLIENT_ID"},
-		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "READSYNC_CLIENT_SECRET"},
-		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN is required"},
-		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN: scheme \"http\""},
-		{"concurrency not a number", map[string]string{"READSYNC_CONCURRENCY": "many"}, []string{"--backfill"}, `READSYNC_CONCURRENCY: strconv.ParseInt: parsing "many"`},
-		{"concurrency zero", map[string]string{"READSYNC_CONCURRENCY": "0"}, []string{"--backfill"}, "READSYNC_CONCURRENCY 0: must be between 1 and 1024"},
-		{"timeout not a duration", map[string]string{"READSYNC_REQUEST_TIMEOUT": "30"}, []string{"--backfill"}, `READSYNC_REQUEST_TIMEOUT: time: missing unit in duration "30"`},
-		{"timeout negative", map[string]string{"READSYNC_REQUEST_TIMEOUT": "-1s"}, []string{"--backfill"}, "READSYNC_REQUEST_TIMEOUT -1s: must be positive"},
-		{"log level", map[string]string{"READSYNC_LOG_LEVEL": "verbose"}, []string{"--backfill"}, `READSYNC_LOG_LEVEL "verbose"`},
-		{"log format", map[string]string{"READSYNC_LOG_FORMAT": "xml"}, []string{"--backfill"}, `READSYNC_LOG_FORMAT "xml"`},
-		{"timezone", map[string]string{"READSYNC_SOURCE_TIMEZONE": "Mars/Olympus"}, []string{"--backfill"}, `READSYNC_SOURCE_TIMEZONE "Mars/Olympus"`},
-		{"batch rows", map[string]string{"READSYNC_BATCH_ROWS": "0"}, []string{"--backfill"}, "READSYNC_BATCH_ROWS 0"},
-		{"max retries negative", map[string]string{"READSYNC_MAX_RETRIES": "-1"}, []string{"--backfill"}, "READSYNC_MAX_RETRIES -1: must be between 0 and 100"},
-		{"retry backoff zero", map[string]string{"READSYNC_RETRY_BACKOFF": "0s"}, []string{"--backfill"}, "READSYNC_RETRY_BACKOFF 0s: must be positive"},
-		{"rate limit negative", map[string]string{"READSYNC_RATE_LIMIT": "-5"}, []string{"--backfill"}, "READSYNC_RATE_LIMIT -5"},
-		{"rate limit not a number", map[string]string{"READSYNC_RATE_LIMIT": "fast"}, []string{"--backfill"}, "READSYNC_RATE_LIMIT: "},
-		{"max response bytes unit", map[string]string{"READSYNC_MAX_RESPONSE_BYTES": "10MB"}, []string{"--backfill"}, `READSYNC_MAX_RESPONSE_BYTES: size "10MB": want a whole number of bytes`},
-		{"max response bytes zero", map[string]string{"READSYNC_MAX_RESPONSE_BYTES": "0"}, []string{"--backfill"}, "READSYNC_MAX_RESPONSE_BYTES 0: must be positive"},
-		{"spool max bytes", map[string]string{"READSYNC_SPOOL_MAX_BYTES": "-1GiB"}, []string{"--backfill"}, "READSYNC_SPOOL_MAX_BYTES: size"},
-		{"spool flush interval", map[string]string{"READSYNC_SPOOL_FLUSH_INTERVAL": "soon"}, []string{"--backfill"}, "READSYNC_SPOOL_FLUSH_INTERVAL: time: invalid duration"},
-		{"shutdown grace negative", map[string]string{"READSYNC_SHUTDOWN_GRACE": "-1s"}, []string{"--backfill"}, "READSYNC_SHUTDOWN_GRACE -1s: must not be negative"},
+		{"missing base url", map[string]string{"READSYNC_API_BASE_URL": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_API_BASE_URL is required: scheme and host of the API, such as https://api.example.com\n"},
+		{"base url without scheme", map[string]string{"READSYNC_API_BASE_URL": "api.example.com"}, []string{"--backfill"}, `readsync: configuration: READSYNC_API_BASE_URL="api.example.com": an http or https URL with a host and no query, such as https://api.example.com` + "\n"},
+		{"base url ftp", map[string]string{"READSYNC_API_BASE_URL": "ftp://x"}, []string{"--backfill"}, `readsync: configuration: READSYNC_API_BASE_URL="ftp://x": an http or https URL with a host and no query, such as https://api.example.com` + "\n"},
+		{"empty client id", map[string]string{"READSYNC_CLIENT_ID": " "}, []string{"--backfill"}, `readsync: configuration: READSYNC_CLIENT_ID=" ": the API client id, not empty` + "\n"},
+		{"missing client id", map[string]string{"READSYNC_CLIENT_ID": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLIENT_ID is required: sent as the client_id header\n"},
+		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLIENT_SECRET is required: sent as the client_secret header; never logged\n"},
+		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse): such as clickhouse://user:password@host:9000/database\n"},
+		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN: scheme \"http\": readsync speaks the native protocol, use clickhouse://host:9000/database\n"},
+		{"concurrency not a number", map[string]string{"READSYNC_CONCURRENCY": "many"}, []string{"--backfill"}, `readsync: configuration: READSYNC_CONCURRENCY="many": a whole number such as 8` + "\n"},
+		{"concurrency zero", map[string]string{"READSYNC_CONCURRENCY": "0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_CONCURRENCY="0": a whole number from 1 to 1024, such as 8` + "\n"},
+		{"timeout not a duration", map[string]string{"READSYNC_REQUEST_TIMEOUT": "5"}, []string{"--backfill"}, `readsync: configuration: READSYNC_REQUEST_TIMEOUT="5": a Go duration such as 30s` + "\n"},
+		{"timeout negative", map[string]string{"READSYNC_REQUEST_TIMEOUT": "-1s"}, []string{"--backfill"}, `readsync: configuration: READSYNC_REQUEST_TIMEOUT="-1s": a positive Go duration such as 30s` + "\n"},
+		{"log level", map[string]string{"READSYNC_LOG_LEVEL": "verbose"}, []string{"--backfill"}, `readsync: configuration: READSYNC_LOG_LEVEL="verbose": one of debug, info, warn or error` + "\n"},
+		{"log format", map[string]string{"READSYNC_LOG_FORMAT": "xml"}, []string{"--backfill"}, `readsync: configuration: READSYNC_LOG_FORMAT="xml": text or json, or unset` + "\n"},
+		{"timezone", map[string]string{"READSYNC_SOURCE_TIMEZONE": "Mars/Olympus"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SOURCE_TIMEZONE="Mars/Olympus": an IANA time zone such as UTC or Asia/Shanghai` + "\n"},
+		{"batch rows", map[string]string{"READSYNC_BATCH_ROWS": "0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_BATCH_ROWS="0": a whole number of at least 1, such as 50000` + "\n"},
+		{"max retries negative", map[string]string{"READSYNC_MAX_RETRIES": "-1"}, []string{"--backfill"}, `readsync: configuration: READSYNC_MAX_RETRIES="-1": a whole number from 0 to 100, such as 4` + "\n"},
+		{"retry backoff zero", map[string]string{"READSYNC_RETRY_BACKOFF": "0s"}, []string{"--backfill"}, `readsync: configuration: READSYNC_RETRY_BACKOFF="0s": a positive Go duration such as 500ms` + "\n"},
+		{"rate limit negative", map[string]string{"READSYNC_RATE_LIMIT": "-5"}, []string{"--backfill"}, `readsync: configuration: READSYNC_RATE_LIMIT="-5": a number of requests per second such as 20, or 0 for no limit` + "\n"},
+		{"rate limit not a number", map[string]string{"READSYNC_RATE_LIMIT": "fast"}, []string{"--backfill"}, `readsync: configuration: READSYNC_RATE_LIMIT="fast": a number such as 20` + "\n"},
+		{"max response bytes unit", map[string]string{"READSYNC_MAX_RESPONSE_BYTES": "10MB"}, []string{"--backfill"}, `readsync: configuration: READSYNC_MAX_RESPONSE_BYTES="10MB": a size in bytes, optionally with KiB, MiB, GiB or TiB, such as 256MiB` + "\n"},
+		{"max response bytes zero", map[string]string{"READSYNC_MAX_RESPONSE_BYTES": "0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_MAX_RESPONSE_BYTES="0": a positive size such as 256MiB` + "\n"},
+		{"spool max bytes", map[string]string{"READSYNC_SPOOL_MAX_BYTES": "-1GiB"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SPOOL_MAX_BYTES="-1GiB": a size in bytes, optionally with KiB, MiB, GiB or TiB, such as 1GiB` + "\n"},
+		{"spool flush interval", map[string]string{"READSYNC_SPOOL_FLUSH_INTERVAL": "soon"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SPOOL_FLUSH_INTERVAL="soon": a Go duration such as 30s` + "\n"},
+		{"shutdown grace negative", map[string]string{"READSYNC_SHUTDOWN_GRACE": "-1s"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHUTDOWN_GRACE="-1s": a Go duration of 0 or more, such as 30s` + "\n"},
 		{"spool dir not writable", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--backfill"}, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"spool dir not writable in check", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--check"}, "spool: FAILED: READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"spool dir not writable for the daemon", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, nil, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
-		{"shard out of range", map[string]string{"READSYNC_SHARD": "3/3"}, []string{"--backfill"}, `READSYNC_SHARD: shard "3/3": want 0 <= i < n`},
-		{"shard not a fraction", map[string]string{"READSYNC_SHARD": "web-0"}, []string{"--backfill"}, `READSYNC_SHARD: shard "web-0": want i/n`},
+		{"shard out of range", map[string]string{"READSYNC_SHARD": "3/3"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="3/3": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3` + "\n"},
+		{"shard pod name beyond the count", map[string]string{"READSYNC_SHARD": "readsync-3/3"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="readsync-3/3": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3` + "\n"},
+		{"shard not a fraction", map[string]string{"READSYNC_SHARD": "web-0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="web-0": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3` + "\n"},
 		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
 		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
 		{"unknown flag", nil, []string{"--backfil"}, "flag provided but not defined: -backfil"},
@@ -107,7 +112,7 @@ func TestConfigErrorsExit2(t *testing.T) {
 func TestDryRunNeedsNoDSN(t *testing.T) {
 	env := baseEnv()
 	delete(env, "READSYNC_CLICKHOUSE_DSN")
-	cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(env), false)
+	cfg, err := loadConfig(context.Background(), environ(env), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,5 +189,196 @@ func TestByteSize(t *testing.T) {
 				t.Errorf("EnvDecode(%q) = %d, want %d", tt.in, b, tt.want)
 			}
 		})
+	}
+}
+
+// One run reports every problem, one line each, whatever their kind:
+// missing or undecodable values first, then values out of range, the
+// schedules file, and the misspelt name that explains a missing one.
+func TestConfigErrorsAreReportedTogether(t *testing.T) {
+	env := baseEnv()
+	delete(env, "READSYNC_CLIENT_SECRET")
+	env["READSYNC_CLIENT_SECERT"] = "s3cr3t-value"
+	env["READSYNC_REQUEST_TIMEOUT"] = "5"
+	env["READSYNC_CONCURRENCY"] = "0"
+	env["READSYNC_SPOOL_MAX_BYTES"] = "1GB"
+	env["READSYNC_SCHEDULES_FILE"] = "testdata/bad-cron.yaml"
+	code, stdout, stderr := runWith(t, env, "--backfill")
+	want := `readsync: configuration: READSYNC_CLIENT_SECRET is required: sent as the client_secret header; never logged
+readsync: configuration: READSYNC_REQUEST_TIMEOUT="5": a Go duration such as 30s
+readsync: configuration: READSYNC_SPOOL_MAX_BYTES="1GB": a size in bytes, optionally with KiB, MiB, GiB or TiB, such as 1GiB
+readsync: configuration: READSYNC_CONCURRENCY="0": a whole number from 1 to 1024, such as 8
+readsync: configuration: READSYNC_SCHEDULES_FILE: schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *": end of range (61) above maximum (59): 61
+readsync: configuration: READSYNC_CLIENT_SECERT is not a readsync variable (did you mean READSYNC_CLIENT_SECRET?)
+`
+	if code != exitConfig || stdout != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr\n%s\nwant exit 2 and\n%s", code, stdout, stderr, want)
+	}
+}
+
+func TestUnknownVariables(t *testing.T) {
+	tests := []struct {
+		name string
+		want []unknownVariable
+	}{
+		{"READSYNC_CONCURENCY", []unknownVariable{{"READSYNC_CONCURENCY", "READSYNC_CONCURRENCY"}}},
+		{"READSYNC_REQUEST_TIMEOUTS", []unknownVariable{{"READSYNC_REQUEST_TIMEOUTS", "READSYNC_REQUEST_TIMEOUT"}}},
+		{"READSYNC_CLICKHOUSE_PASSWORD", []unknownVariable{{"READSYNC_CLICKHOUSE_PASSWORD", ""}}},
+		{"READSYNC_CONCURRENCY", nil},
+		{"READSYNC_TEST_CLICKHOUSE_DSN", nil},
+		{"READSYNC_TEST_ANYTHING_NEW", nil},
+		{"READSYNC_REQUIRE_CLICKHOUSE", nil},
+		{"READSYNC_NO_INSTALL", nil},
+		{"READSYNC_CLICKHOUSE_TCP_PORT", nil},
+		{"GOGC", nil},
+		{"readsync_concurrency", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := unknownVariables(environ{tt.name: "1"}); !slices.Equal(got, tt.want) {
+				t.Errorf("unknownVariables(%s) = %v, want %v", tt.name, got, tt.want)
+			}
+		})
+	}
+}
+
+// A misspelt variable is a warning for a run and a failed configuration
+// for --check; the variables of the project's own tests trip neither.
+func TestUnknownVariableIsReported(t *testing.T) {
+	srv := apitest.NewServer(apitest.WithCredentials("1001", "s3cr3t-value"), apitest.WithProjects(apitest.Project{ID: 1, NFT: "alice.dmail"}))
+	t.Cleanup(srv.Close)
+	env := baseEnv()
+	env["READSYNC_API_BASE_URL"] = srv.URL
+	env["READSYNC_TEST_CLICKHOUSE_DSN"] = "clickhouse://127.0.0.1:1/x"
+	env["READSYNC_REQUIRE_CLICKHOUSE"] = "1"
+
+	code, stdout, stderr := runWith(t, env, "--check", "--dry-run")
+	if code != exitOK || strings.Contains(stdout+stderr, "not a readsync variable") {
+		t.Fatalf("--check with the tests' variables: exit %d\n%s%s", code, stdout, stderr)
+	}
+
+	env["READSYNC_CONCURENCY"] = "3"
+	code, stdout, stderr = runWith(t, env, "--check", "--dry-run")
+	if want := "config: FAILED: READSYNC_CONCURENCY is not a readsync variable (did you mean READSYNC_CONCURRENCY?)\n"; code != exitConfig || stdout != want {
+		t.Errorf("--check: exit %d, stdout %q; want exit 2 and %q\nstderr:\n%s", code, stdout, want, stderr)
+	}
+
+	code, _, stderr = runWith(t, env, "--backfill", "--dry-run", "--nft", "alice.dmail")
+	want := `"level":"WARN","msg":"environment variable ignored: not a readsync variable","variable":"READSYNC_CONCURENCY","did_you_mean":"READSYNC_CONCURRENCY"}`
+	if code != exitOK || !strings.Contains(stderr, want) {
+		t.Errorf("backfill: exit %d, want 0 and a warning %s:\n%s", code, want, stderr)
+	}
+}
+
+// Every variable has a name, a description and a place in --help; the
+// variables the project's scripts read are either readsync's or known as
+// the scripts' own, so that setting them never looks like a typo.
+func TestEveryVariableIsDescribed(t *testing.T) {
+	code, _, stderr := runWith(t, nil, "--help")
+	if code != exitOK {
+		t.Fatalf("--help exit %d", code)
+	}
+	_, env, ok := strings.Cut(stderr, "\nEnvironment:\n")
+	if !ok {
+		t.Fatalf("--help lists no environment:\n%s", stderr)
+	}
+	for _, v := range variables() {
+		if !strings.HasPrefix(v.Name, "READSYNC_") || v.Help == "" || strings.Contains(v.Help, "\n") {
+			t.Errorf("field %s: env name %q, help %q; want a READSYNC_ name and a one-line help tag", v.field.Name, v.Name, v.Help)
+		}
+		head := "  " + v.Name + "\n"
+		switch {
+		case v.Required:
+			head = "  " + v.Name + " (required)\n"
+		case v.Default != "":
+			head = "  " + v.Name + " (default " + v.Default + ")\n"
+		}
+		if !strings.Contains(env, head+"    \t"+v.Help+"\n") {
+			t.Errorf("--help lacks %q with its description", strings.TrimSpace(head))
+		}
+	}
+	if !strings.Contains(env, "  READSYNC_REQUEST_TIMEOUT (default 30s)\n    \tbound on one HTTP request, body included\n") {
+		t.Errorf("--help does not show READSYNC_REQUEST_TIMEOUT's default:\n%s", env)
+	}
+
+	used := regexp.MustCompile(`READSYNC_[A-Z0-9_]*[A-Z0-9]`)
+	for _, file := range []string{"../../Makefile", "../../.ci/run", "../../scripts/clickhouse.sh", "../../scripts/demo.sh", "../../sink/sinktest/sinktest.go"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range used.FindAllString(string(b), -1) {
+			if got := unknownVariables(environ{name: ""}); len(got) > 0 {
+				t.Errorf("%s reads %s, which readsync would call %s", file, name, got[0])
+			}
+		}
+	}
+}
+
+func TestSendsSecretInClear(t *testing.T) {
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{"http://api.example.com", true},
+		{"http://10.0.0.7:8080", true},
+		{"http://[2001:db8::1]:80", true},
+		{"http://127.0.0.1:8080", false},
+		{"http://127.8.9.10", false},
+		{"http://[::1]:8080", false},
+		{"http://[::ffff:127.0.0.1]:8080", false},
+		{"http://localhost:8080", false},
+		{"http://LocalHost", false},
+		{"http://localhost.example.com", true},
+		{"https://api.example.com", false},
+		{"https://10.0.0.7", false},
+	}
+	for _, tt := range tests {
+		if got := sendsSecretInClear(tt.url); got != tt.want {
+			t.Errorf("sendsSecretInClear(%s) = %t, want %t", tt.url, got, tt.want)
+		}
+	}
+}
+
+func TestPlainHTTPToTheNetworkIsWarnedAbout(t *testing.T) {
+	env := baseEnv()
+	env["READSYNC_MAX_RETRIES"] = "0"
+	env["READSYNC_REQUEST_TIMEOUT"] = "2s"
+	warning := `"level":"WARN","msg":"READSYNC_API_BASE_URL is plain http to a host that is not loopback: the client secret crosses the network unencrypted; use https"`
+	for url, warns := range map[string]bool{"http://readsync-upstream.invalid": true, "http://127.0.0.1:1": false} {
+		env["READSYNC_API_BASE_URL"] = url
+		_, stdout, stderr := runWith(t, env, "--check", "--dry-run")
+		if strings.Contains(stderr, warning) != warns {
+			t.Errorf("%s: warning logged %t, want %t:\n%s%s", url, !warns, warns, stdout, stderr)
+		}
+	}
+}
+
+// The README's table of variables is the user's contract: it lists the
+// variables the env struct declares, with the same defaults.
+func TestREADMEListsEveryVariable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `(READSYNC_[A-Z0-9_]+)` \\|.*\\| ([^|]+) \\|$")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+		documented[m[1]] = strings.TrimSpace(m[2])
+	}
+	for _, v := range variables() {
+		def, ok := documented[v.Name]
+		switch {
+		case !ok:
+			t.Errorf("README's configuration table lacks %s", v.Name)
+		case v.Required && def != "required":
+			t.Errorf("README: %s default %q, want required", v.Name, def)
+		case v.Default != "" && def != "`"+v.Default+"`":
+			t.Errorf("README: %s default %q, want `%s`", v.Name, def, v.Default)
+		}
+		delete(documented, v.Name)
+	}
+	for name := range documented {
+		t.Errorf("README documents %s, which readsync does not read", name)
 	}
 }

@@ -23,6 +23,13 @@ func (a *app) daemon(ctx context.Context) int {
 		fmt.Fprintf(a.stderr, "readsync: configuration: READSYNC_HTTP_ADDR: %v\n", err)
 		return exitConfig
 	}
+	// Each armed schedule has its series before the first scrape can
+	// happen, so an alert on a schedule that never succeeds has a value
+	// to fire on.
+	schedules := a.shardSchedules()
+	for _, s := range schedules {
+		a.metrics.armSchedule(s.Name)
+	}
 	// The listener answers from the start: liveness at once, readiness
 	// once ClickHouse is migrated and answering.
 	probes := &probes{}
@@ -61,12 +68,7 @@ func (a *app) daemon(ctx context.Context) int {
 		cron.WithChain(cron.Recover(cl), cron.SkipIfStillRunning(cl)),
 	)
 	names := make(map[cron.EntryID]string, len(a.cfg.Schedules))
-	for _, s := range a.cfg.Schedules {
-		s.NFTNames = a.cfg.ShardOf.Filter(s.NFTNames)
-		if len(s.NFTNames) == 0 {
-			a.log.Info("schedule has no names in this shard; not armed", "schedule", s.Name, "shard", a.cfg.ShardOf.String())
-			continue
-		}
+	for _, s := range schedules {
 		var id cron.EntryID
 		// The job reads its own entry to learn the tick it was started for;
 		// the scheduler has recorded it by the time the job can ask.
@@ -90,6 +92,21 @@ func (a *app) daemon(ctx context.Context) int {
 	<-flusherDone
 	a.log.Info("daemon stopped", "spool_entries", st.spool.Stats().Entries)
 	return exitOK
+}
+
+// shardSchedules returns the schedules with names in this process's shard,
+// each limited to those names; a schedule left with none is not armed.
+func (a *app) shardSchedules() []sync.Schedule {
+	var out []sync.Schedule
+	for _, s := range a.cfg.Schedules {
+		s.NFTNames = a.cfg.ShardOf.Filter(s.NFTNames)
+		if len(s.NFTNames) == 0 {
+			a.log.Info("schedule has no names in this shard; not armed", "schedule", s.Name, "shard", a.cfg.ShardOf.String())
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // flushLoop delivers spooled entries every READSYNC_SPOOL_FLUSH_INTERVAL

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sethvargo/go-envconfig"
 
 	"github.com/readsync/readsync/apiclient/apitest"
 	"github.com/readsync/readsync/sink/sinktest"
@@ -80,7 +79,7 @@ func (f *fixture) writeSchedules(t *testing.T, name, spec string, names []string
 func (f *fixture) run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, envconfig.MapLookuper(f.env), &stdout, &stderr)
+	code := run(context.Background(), args, environ(f.env), &stdout, &stderr)
 	f.noSecrets(t, stdout.String()+stderr.String())
 	return code, stdout.String(), stderr.String()
 }
@@ -391,6 +390,45 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// --check prints exactly one line per check on stdout: retries are counted
+// on the API's line, not logged, and refused credentials name the
+// variables to check.
+func TestCheckPrintsOneLinePerCheck(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}),
+		apitest.WithFault("p.eth", apitest.FailFirst(2, apitest.StatusFault(503, "busy"))))
+	varying := regexp.MustCompile(`\d+(\.\d+)?(µs|ms|s)\b|server [0-9.]+`)
+	normalize := func(s string) string {
+		return varying.ReplaceAllStringFunc(s, func(m string) string {
+			if strings.HasPrefix(m, "server") {
+				return "server V"
+			}
+			return "D"
+		})
+	}
+	code, stdout, stderr := f.run(t, "--check")
+	want := fmt.Sprintf(`config: ok (%[1]s: 1 schedules, 1 nft names)
+spool: ok (%[2]s: 0 entries waiting, 0 of 1073741824 bytes used)
+api: ok (%[3]s: nft "p.eth" is project 1, D after 2 retries)
+clickhouse: ok (server V, database %[4]q)
+`, f.env["READSYNC_SCHEDULES_FILE"], f.env["READSYNC_SPOOL_DIR"], f.srv.URL, f.db.Name)
+	if code != exitOK || normalize(stdout) != want {
+		t.Errorf("--check exit %d, stdout\n%s\nwant (durations as D)\n%s", code, stdout, want)
+	}
+	if strings.Contains(stderr, "retrying") {
+		t.Errorf("--check logged its retries:\n%s", stderr)
+	}
+
+	f.env["READSYNC_CLIENT_SECRET"] = "not-the-secret"
+	code, stdout, _ = f.run(t, "--check", "--dry-run")
+	want = fmt.Sprintf(`config: ok (%s: 1 schedules, 1 nft names)
+api: FAILED: project details of nft "p.eth": HTTP 401 Unauthorized: {"code":0,"data":{},"msg":"Process failed","success":false}; check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET
+clickhouse: skipped (--dry-run)
+`, f.env["READSYNC_SCHEDULES_FILE"])
+	if code != exitFailed || stdout != want {
+		t.Errorf("--check with a wrong secret: exit %d, stdout\n%s\nwant\n%s", code, stdout, want)
+	}
+}
+
 // The daemon runs schedules on their cron, stamps each pass with its tick
 // and stops cleanly on cancellation.
 func TestDaemonRunsSchedules(t *testing.T) {
@@ -404,7 +442,7 @@ func TestDaemonRunsSchedules(t *testing.T) {
 	defer cancel()
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, envconfig.MapLookuper(f.env), &bytes.Buffer{}, &stderr) }()
+	go func() { done <- run(ctx, nil, environ(f.env), &bytes.Buffer{}, &stderr) }()
 
 	deadline := time.Now().Add(30 * time.Second)
 	var runs uint64

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
-
 	"github.com/readsync/readsync/apiclient/apitest"
 )
 
@@ -44,7 +42,7 @@ func (f *fixture) startDaemon(t *testing.T) (log *lockedBuffer, stop func() int)
 	ctx, cancel := context.WithCancel(context.Background())
 	log = &lockedBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, envconfig.MapLookuper(f.env), log, log) }()
+	go func() { done <- run(ctx, nil, environ(f.env), log, log) }()
 	stopped := false
 	var code int
 	stop = func() int {

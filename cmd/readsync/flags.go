@@ -77,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageText)
 		fs.PrintDefaults()
+		printEnvironment(stderr)
 	}
 	fs.BoolVar(&f.backfill, "backfill", false, "run one pass now over all schedules' names, then exit")
 	fs.StringVar(&f.schedule, "schedule", "", "with --backfill: only this schedule's names")
@@ -114,4 +115,21 @@ func (f flags) validate() error {
 		return errors.New("--schedule and --nft both choose the names; give one")
 	}
 	return nil
+}
+
+// printEnvironment lists the environment variables the way flag lists the
+// flags: name and default, then the description.
+func printEnvironment(w io.Writer) {
+	fmt.Fprint(w, "\nEnvironment:\n")
+	for _, v := range variables() {
+		switch {
+		case v.Required:
+			fmt.Fprintf(w, "  %s (required)\n", v.Name)
+		case v.Default != "":
+			fmt.Fprintf(w, "  %s (default %s)\n", v.Name, v.Default)
+		default:
+			fmt.Fprintf(w, "  %s\n", v.Name)
+		}
+		fmt.Fprintf(w, "    \t%s\n", v.Help)
+	}
 }

@@ -12,7 +12,10 @@ import (
 	"github.com/readsync/readsync/apiclient/apitest"
 )
 
-var listenLine = regexp.MustCompile(`"msg":"serving health and metrics","addr":"([^"]+)"`)
+var (
+	listenLine = regexp.MustCompile(`"msg":"serving health and metrics","addr":"([^"]+)"`)
+	okPasses   = regexp.MustCompile(`(?m)^readsync_passes_total\{schedule="fast",status="ok",trigger="cron"\} [1-9]`)
+)
 
 // get fetches a path from the daemon's listener.
 func get(t *testing.T, base, path string) (int, string) {
@@ -62,7 +65,8 @@ func TestDaemonServesHealthAndMetrics(t *testing.T) {
 	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
 	eventually(t, "a successful pass in the metrics", func() bool {
 		_, m := get(t, base, "/metrics")
-		return strings.Contains(m, `readsync_passes_total{schedule="fast",status="ok",trigger="cron"}`)
+		// The series is there from the start, at 0.
+		return okPasses.MatchString(m)
 	}, log.String)
 
 	_, m := get(t, base, "/metrics")
@@ -116,5 +120,37 @@ func TestDaemonRefusesABusyPort(t *testing.T) {
 	code, _, stderr := f.run(t)
 	if code != exitConfig || !strings.Contains(stderr, "READSYNC_HTTP_ADDR") || !strings.Contains(stderr, "address already in use") {
 		t.Errorf("exit %d, want 2 naming READSYNC_HTTP_ADDR:\n%s", code, stderr)
+	}
+}
+
+// Every armed schedule has its series from the start, before any pass:
+// the alert on the time since the last success fires for a schedule that
+// never succeeds, and partial passes can be compared with good ones.
+func TestScheduleSeriesExistFromStart(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"})
+	f.writeSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
+	log, stop := f.startDaemon(t)
+	var base string
+	eventually(t, "the listener", func() bool {
+		m := listenLine.FindStringSubmatch(log.String())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil
+	}, log.String)
+	_, m := get(t, base, "/metrics")
+	for _, want := range []string{
+		`readsync_last_success_timestamp_seconds{schedule="yearly"} 0`,
+		`readsync_passes_total{schedule="yearly",status="ok",trigger="cron"} 0`,
+		`readsync_passes_total{schedule="yearly",status="partial",trigger="cron"} 0`,
+		`readsync_passes_total{schedule="yearly",status="failed",trigger="cron"} 0`,
+		`readsync_names_failed_total{schedule="yearly"} 0`,
+	} {
+		if !strings.Contains(m, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if code := stop(); code != exitOK {
+		t.Errorf("daemon exit %d", code)
 	}
 }

@@ -41,7 +41,10 @@ func (a *app) serveHTTP(ctx context.Context, ln net.Listener, p *probes) <-chan 
 		defer cancel()
 		ready := p.ready.Load()
 		if ready == nil {
-			http.Error(w, "starting", http.StatusServiceUnavailable)
+			// Opening the stores waits on ClickHouse (up to its dial
+			// timeout during an outage): say so, rather than a bare
+			// "starting" that leaves an operator guessing.
+			http.Error(w, "starting: opening the spool and connecting to ClickHouse", http.StatusServiceUnavailable)
 			return
 		}
 		if err := (*ready)(rctx); err != nil {

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 	_ "time/tzdata" // READSYNC_SOURCE_TIMEZONE must resolve in images without a zone database
@@ -48,13 +49,14 @@ func main() {
 		debug.SetGCPercent(50)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], envconfig.OsLookuper(), os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], osEnviron(), os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // run is the whole program; main only supplies the process's context,
-// arguments, environment and streams.
+// arguments, environment and streams. When lookup is an environ, READSYNC_
+// variables readsync does not read are reported.
 func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, stderr io.Writer) int {
 	f, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -70,10 +72,24 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 	}
 	cfg, err := loadConfig(ctx, lookup, !f.dryRun)
 	if err != nil {
-		fmt.Fprintf(stderr, "readsync: configuration: %v\n", err)
+		// One line per problem, each complete on its own.
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "readsync: configuration: %s\n", line)
+		}
 		return exitConfig
 	}
-	a, err := newApp(cfg, newLogger(stderr, cfg.LogLevel, cfg.LogFormat), stdout, stderr)
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	if !f.check {
+		// --check reports these as a failed configuration instead.
+		for _, u := range cfg.Unknown {
+			log.Warn("environment variable ignored: not a readsync variable", "variable", u.Name, "did_you_mean", u.Guess)
+		}
+	}
+	if sendsSecretInClear(cfg.APIBaseURL) {
+		log.Warn("READSYNC_API_BASE_URL is plain http to a host that is not loopback: the client secret crosses the network unencrypted; use https",
+			"url", cfg.APIBaseURL)
+	}
+	a, err := newApp(cfg, log, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "readsync: configuration: %v\n", err)
 		return exitConfig
@@ -102,7 +118,17 @@ type app struct {
 func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
 	m := newMetrics()
 	m.observeShard(cfg.ShardOf)
-	api, err := apiclient.New(apiclient.Config{
+	api, err := newAPIClient(cfg, log, m.observeRequest)
+	if err != nil {
+		return nil, err
+	}
+	return &app{cfg: cfg, log: log, api: api, metrics: m, stdout: stdout, stderr: stderr}, nil
+}
+
+// newAPIClient is the upstream client the configuration describes; log
+// receives its retry warnings and observe every attempt.
+func newAPIClient(cfg *config, log *slog.Logger, observe func(op, outcome string, d time.Duration)) (*apiclient.Client, error) {
+	return apiclient.New(apiclient.Config{
 		BaseURL:          cfg.APIBaseURL,
 		ClientID:         cfg.ClientID,
 		ClientSecret:     string(cfg.ClientSecret),
@@ -114,12 +140,9 @@ func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, erro
 		RetryBackoff:     cfg.RetryBackoff,
 		RateLimit:        cfg.RateLimit,
 		Logger:           log,
-		Observe:          m.observeRequest,
+		CredentialsHint:  "check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET",
+		Observe:          observe,
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &app{cfg: cfg, log: log, api: api, metrics: m, stdout: stdout, stderr: stderr}, nil
 }
 
 // stores is where a writing mode puts rows: ClickHouse, and the spool for

@@ -29,7 +29,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sethvargo/go-envconfig"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -345,11 +344,14 @@ func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (
 	c := &pod.Containers[0]
 	checkVariables(t, m, what, p, c, secret)
 	env := podEnv(t, m, what, p, secret.lookup(credentials))
-	cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(env), true)
+	cfg, err := loadConfig(context.Background(), environ(env), true)
 	if err != nil {
 		t.Fatalf("%s: readsync rejects the manifests' configuration: %v", what, err)
 	}
 
+	for _, u := range cfg.Unknown {
+		t.Errorf("%s: readsync would ignore %s (did you mean %s?)", what, u.Name, u.Guess)
+	}
 	if v := env["READSYNC_LOG_FORMAT"]; v != "json" {
 		t.Errorf("%s: READSYNC_LOG_FORMAT %q, want json", what, v)
 	}

@@ -109,6 +109,19 @@ func (m *metrics) observePass(rep sync.Report, d time.Duration) {
 	}
 }
 
+// armSchedule gives a schedule's cron series a value from the start: 0
+// passes of each status, 0 names failed, and a last success at 0 (1970),
+// so that an alert on the time since the last success, or on partial
+// passes outnumbering good ones, fires for a schedule that never succeeds
+// rather than waiting for a series that never appears.
+func (m *metrics) armSchedule(schedule string) {
+	for _, status := range []string{sync.StatusOK, sync.StatusPartial, sync.StatusFailed} {
+		m.passes.WithLabelValues(schedule, sync.TriggerCron, status)
+	}
+	m.namesFailed.WithLabelValues(schedule)
+	m.lastSuccess.WithLabelValues(schedule).Set(0)
+}
+
 // observeSpool exports the spool's size and refusals, read when scraped.
 func (m *metrics) observeSpool(sp *spool.Spool) {
 	m.reg.MustRegister(

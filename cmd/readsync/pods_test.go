@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sethvargo/go-envconfig"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 
@@ -126,7 +125,7 @@ func runPod(t *testing.T, m manifests, p pod) {
 	}
 	args = append(args, "--dry-run")
 	var stderr bytes.Buffer
-	code := run(context.Background(), args, envconfig.MapLookuper(env), io.Discard, &stderr)
+	code := run(context.Background(), args, environ(env), io.Discard, &stderr)
 	if code != exitOK {
 		t.Fatalf("pod %s: readsync %q exited %d:\n%s", p.name, args, code, stderr.String())
 	}
