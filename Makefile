@@ -38,7 +38,8 @@ lint:
 # server (installing Debian's package when it may) or uses READSYNC_TEST_CLICKHOUSE_DSN.
 # The cluster tests need a two-node cluster: scripts/cluster.sh starts ZooKeeper
 # and two servers (installing Debian's packages when it may) or uses READSYNC_TEST_CLUSTER_DSNS.
-# The manifest tests render deployments/ with kustomize (from PATH, or `go run`).
+# The manifest tests render deployments/ with kustomize and helm (from PATH,
+# or the pinned versions through `go run`).
 unit:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse; see the message above" >&2; exit 1; }; \
 	echo "ClickHouse for the tests: $$dsn"; \
@@ -46,7 +47,7 @@ unit:
 	echo "ClickHouse cluster for the tests: $$cluster"; \
 	READSYNC_TEST_CLICKHOUSE_DSN=$$dsn READSYNC_REQUIRE_CLICKHOUSE=1 \
 	READSYNC_TEST_CLUSTER_DSNS=$$cluster READSYNC_REQUIRE_CLUSTER=1 \
-	READSYNC_REQUIRE_KUSTOMIZE=1 $(GO) test -race -count=1 ./...
+	READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 $(GO) test -race -count=1 ./...
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \

@@ -14,20 +14,28 @@ type Shard struct {
 	Index, Count uint32
 }
 
-// ParseShard reads "i/n" with 0 <= i < n; the empty string is the zero
-// Shard.
+// ParseShard reads "i/n" with 0 <= i < n, where i may also be a name
+// ending in "-i", such as the pod name "readsync-2" of a StatefulSet's
+// third pod: "readsync-2/3" is shard 2 of 3. That lets a pod spec set
+// READSYNC_SHARD to "$(POD_NAME)/n" and every pod find its own index.
+// The empty string is the zero Shard.
 func ParseShard(s string) (Shard, error) {
 	if s == "" {
 		return Shard{}, nil
 	}
 	is, ns, ok := strings.Cut(s, "/")
-	i, ierr := strconv.ParseUint(strings.TrimSpace(is), 10, 32)
+	is = strings.TrimSpace(is)
+	if j := strings.LastIndexByte(is, '-'); j > 0 {
+		is = is[j+1:] // a pod name: its ordinal is the part after the last '-'
+	}
+	i, ierr := strconv.ParseUint(is, 10, 32)
 	n, nerr := strconv.ParseUint(strings.TrimSpace(ns), 10, 32)
 	if !ok || ierr != nil || nerr != nil {
-		return Shard{}, fmt.Errorf("shard %q: want i/n, e.g. 0/3", s)
+		return Shard{}, fmt.Errorf("shard %q: want i/n, or a pod name ending in -i followed by /n "+
+			"(e.g. 0/3 or readsync-0/3)", s)
 	}
 	if n == 0 || i >= n {
-		return Shard{}, fmt.Errorf("shard %q: want 0 <= i < n", s)
+		return Shard{}, fmt.Errorf("shard %q: want 0 <= i < n (e.g. 2/3 for the last of three)", s)
 	}
 	return Shard{Index: uint32(i), Count: uint32(n)}, nil
 }

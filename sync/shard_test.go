@@ -23,6 +23,18 @@ func TestParseShard(t *testing.T) {
 		{"1", sync.Shard{}, true},
 		{"a/b", sync.Shard{}, true},
 		{"1/2/3", sync.Shard{}, true},
+		// A StatefulSet pod's name carries its ordinal after the last '-'.
+		{"readsync-2/3", sync.Shard{Index: 2, Count: 3}, false},
+		{"readsync-0/1", sync.Shard{Index: 0, Count: 1}, false},
+		{"my-readsync-eu-10/12", sync.Shard{Index: 10, Count: 12}, false},
+		{"readsync-3/3", sync.Shard{}, true},
+		{"readsync-/3", sync.Shard{}, true},
+		{"readsync/3", sync.Shard{}, true},
+		{"readsync-a/3", sync.Shard{}, true},
+		{"readsync-2", sync.Shard{}, true},
+		// An unexpanded $(POD_NAME) (a typo in the variable's name) must
+		// fail rather than pass as some shard.
+		{"$(POD_NAME)/3", sync.Shard{}, true},
 	}
 	for _, tt := range tests {
 		got, err := sync.ParseShard(tt.in)

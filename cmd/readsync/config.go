@@ -65,7 +65,7 @@ type env struct {
 	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s" help:"how often the daemon retries delivering the spool"`
 	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s" help:"how long a running pass may go on after SIGTERM or SIGINT"`
 
-	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i; unset: all"`
+	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i (i may be a pod name ending in -i); unset: all"`
 	HTTPAddr string `env:"READSYNC_HTTP_ADDR, default=:9090" help:"the daemon's listener for /healthz, /readyz and /metrics"`
 }
 
@@ -292,7 +292,7 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		shard, err := sync.ParseShard(c.Shard)
 		c.ShardOf = shard
 		return err == nil
-	}, "i/n with 0 <= i < n, such as 0/3")
+	}, "i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3")
 	check("READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)) == nil },
 		"one of debug, info, warn or error")
 	check("READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },

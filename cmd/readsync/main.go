@@ -117,6 +117,7 @@ type app struct {
 
 func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
 	m := newMetrics()
+	m.observeShard(cfg.ShardOf)
 	api, err := newAPIClient(cfg, log, m.observeRequest)
 	if err != nil {
 		return nil, err

@@ -1,16 +1,21 @@
 package main
 
 // The Kubernetes manifests are a contract with this binary: the variables
-// they set, the flags they pass, the port the probes use. These tests
-// render them with kustomize and hold them to what the binary reads, so a
-// renamed variable or a moved port fails here rather than in a cluster.
+// they set, the flags they pass, the port the probes use, the shard each
+// pod takes. These tests render them with kustomize and helm, decode every
+// object into the API's types as strictly as the API server does, and hold
+// them to what the binary reads, so a renamed variable, a moved port or a
+// shard count that does not follow the replicas fails here rather than in
+// a cluster.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -24,153 +29,330 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goccy/go-yaml"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	rsync "github.com/readsync/readsync/sync"
 )
 
 const (
 	k8sBase     = "../../deployments/k8s"
 	k8sBackfill = "../../deployments/k8s-backfill"
-	// kustomizeModule is the kustomize `go run` builds when no kustomize is
-	// on PATH; later versions need a newer Go than go.mod's.
+	helmChart   = "../../deployments/helm/readsync"
+	// k8sReplicas is the README's overlay that scales the base.
+	k8sReplicas = "testdata/k8s-replicas"
+	// The tools `go run` builds when none is on PATH; later versions need
+	// a newer Go than go.mod's.
 	kustomizeModule = "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1"
+	helmModule      = "helm.sh/helm/v3/cmd/helm@v3.16.4"
 	appLabel        = "app.kubernetes.io/name"
 	containerName   = "readsync"
 )
 
-// secretVars are the variables that must come from the Secret, never from
-// a literal in a manifest.
-var secretVars = []string{"READSYNC_CLIENT_ID", "READSYNC_CLIENT_SECRET", "READSYNC_CLICKHOUSE_DSN"}
+// secretRef says which Secret and keys the credentials come from; they
+// must never be literals in a manifest.
+type secretRef struct {
+	name string
+	keys map[string]string // variable → key
+}
+
+// exampleSecret is the Secret of secret.example.yaml and the chart's
+// default values.
+var exampleSecret = secretRef{name: "readsync", keys: map[string]string{
+	"READSYNC_CLIENT_ID":      "client-id",
+	"READSYNC_CLIENT_SECRET":  "client-secret",
+	"READSYNC_CLICKHOUSE_DSN": "clickhouse-dsn",
+}}
+
+// credentials are what the tests put in the Secret, by variable.
+var credentials = map[string]string{
+	"READSYNC_CLIENT_ID":      "1001",
+	"READSYNC_CLIENT_SECRET":  "manifest-test-secret",
+	"READSYNC_CLICKHOUSE_DSN": "clickhouse://readsync:pw@clickhouse:9000/readsync",
+}
+
+// lookup reads the Secret as the kubelet would, holding credentials.
+func (s secretRef) lookup(creds map[string]string) secretLookup {
+	return func(name, key string) (string, error) {
+		if name != s.name {
+			return "", fmt.Errorf("Secret %q, want %q", name, s.name)
+		}
+		for v, k := range s.keys {
+			if k == key {
+				return creds[v], nil
+			}
+		}
+		return "", fmt.Errorf("Secret %s has no key %q", name, key)
+	}
+}
 
 func TestManifestSchedulesCopy(t *testing.T) {
 	root, err := os.ReadFile("../../schedules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := os.ReadFile(filepath.Join(k8sBase, "schedules.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(root, cp) {
-		t.Errorf("deployments/k8s/schedules.yaml differs from schedules.yaml; copy it again " +
-			"(kustomize cannot read the root file, see deployments/k8s/kustomization.yaml)")
+	for _, cp := range []string{filepath.Join(k8sBase, "schedules.yaml"), filepath.Join(helmChart, "files", "schedules.yaml")} {
+		b, err := os.ReadFile(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(root, b) {
+			t.Errorf("%s differs from schedules.yaml; copy it again "+
+				"(kustomize and helm read no file outside their directory)", cp)
+		}
 	}
 }
 
 func TestManifestSecretExample(t *testing.T) {
-	s := exampleSecret(t)
+	b, err := os.ReadFile(filepath.Join(k8sBase, "secret.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := decodeObject(b)
+	if err != nil {
+		t.Fatalf("secret.example.yaml: %v", err)
+	}
+	s, ok := o.(*corev1.Secret)
+	if !ok || s.Name != exampleSecret.name {
+		t.Fatalf("secret.example.yaml: want a Secret named %s, got %T %s", exampleSecret.name, o, o.GetName())
+	}
+	var keys []string
 	for k, v := range s.StringData {
+		keys = append(keys, k)
 		if !strings.Contains(v, "REPLACE_ME") {
 			t.Errorf("secret.example.yaml: %s = %q is not an obvious placeholder", k, v)
 		}
 	}
-	for _, o := range render(t, k8sBase) {
-		if o.Kind == "Secret" {
-			t.Errorf("the base renders Secret %q: applying it would overwrite real credentials", o.Metadata.Name)
+	var want []string
+	for _, k := range exampleSecret.keys {
+		want = append(want, k)
+	}
+	slices.Sort(keys)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Errorf("secret.example.yaml has keys %q, the manifests read %q", keys, want)
+	}
+	for _, m := range []manifests{kustomizeBuild(t, k8sBase), helmTemplate(t, "readsync", "--set", "backfill.enabled=true")} {
+		for _, s := range all[corev1.Secret](m) {
+			t.Errorf("%s renders Secret %q: applying it would overwrite real credentials", m.what, s.Name)
 		}
 	}
 }
 
 func TestManifestDaemon(t *testing.T) {
-	objs := render(t, k8sBase)
-	checkLabels(t, objs)
-	if n := len(objectsOf(objs, "Job")); n != 0 {
+	m := kustomizeBuild(t, k8sBase)
+	checkLabels(t, m)
+	if n := len(all[batchv1.Job](m)); n != 0 {
 		t.Errorf("the base renders %d Jobs; the backfill belongs in deployments/k8s-backfill", n)
 	}
-	var d workload
-	decodeOne(t, objs, "Deployment", "readsync", &d)
-	if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 {
-		t.Errorf("Deployment replicas = %v, want 1: each replica runs every schedule", d.Spec.Replicas)
-	}
-	if d.Spec.Strategy.Type != "Recreate" {
-		t.Errorf("Deployment strategy %q, want Recreate: a rolling update runs two daemons at once", d.Spec.Strategy.Type)
-	}
-	cfg, c := checkPod(t, objs, "Deployment readsync", &d.Spec.Template.Spec)
-	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
+	checkDaemon(t, m, "readsync", 1, exampleSecret)
+}
+
+// Scaling is the kustomization's replicas and nothing else: with the
+// documented command on a copy of the base, or in the README's overlay,
+// every pod's shard count follows.
+func TestManifestReplicas(t *testing.T) {
+	overlay, err := os.ReadFile(filepath.Join(k8sReplicas, "kustomization.yaml"))
 	if err != nil {
-		t.Fatalf("READSYNC_HTTP_ADDR %q: %v", cfg.HTTPAddr, err)
+		t.Fatal(err)
 	}
-	for _, p := range []struct {
-		name  string
-		probe *probe
-		path  string
-	}{{"livenessProbe", c.LivenessProbe, "/healthz"}, {"readinessProbe", c.ReadinessProbe, "/readyz"}} {
-		if p.probe == nil || p.probe.HTTPGet == nil {
-			t.Errorf("%s: want an httpGet probe of %s", p.name, p.path)
-			continue
-		}
-		if p.probe.HTTPGet.Path != p.path {
-			t.Errorf("%s path %q, want %s", p.name, p.probe.HTTPGet.Path, p.path)
-		}
-		if got := containerPort(c, p.probe.HTTPGet.Port); got != port {
-			t.Errorf("%s port %v is container port %q, but READSYNC_HTTP_ADDR %q listens on %s",
-				p.name, p.probe.HTTPGet.Port, got, cfg.HTTPAddr, port)
-		}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
 	}
-	checkService(t, objs, &d, port)
+	if _, entries, _ := bytes.Cut(overlay, []byte("\nreplicas:\n")); !bytes.Contains(readme, append([]byte("\nreplicas:\n"), entries...)) {
+		t.Errorf("README.md does not show the replicas and replacements of %s, which this test checks", k8sReplicas)
+	}
+	for _, tt := range []struct {
+		dir      string
+		replicas int
+	}{{scaledBase(t, 4), 4}, {k8sReplicas, 3}} {
+		m := kustomizeBuild(t, tt.dir)
+		checkLabels(t, m)
+		checkDaemon(t, m, "readsync", tt.replicas, exampleSecret)
+	}
 }
 
 func TestManifestBackfill(t *testing.T) {
-	objs := render(t, k8sBackfill)
-	checkLabels(t, objs)
-	var j workload
-	decodeOne(t, objs, "Job", "readsync-backfill", &j)
-	cfg, _ := checkPod(t, objs, "Job readsync-backfill", &j.Spec.Template.Spec)
-	pod := &j.Spec.Template.Spec
-	// A backfill that could not write spools its rows and exits 3; they
-	// must outlive the pod for the next backfill to replay them.
-	spool, vol := mountOf(pod, cfg.SpoolDir)
-	if vol == nil || vol.PersistentVolumeClaim == nil {
-		t.Errorf("Job: the spool must be a PersistentVolumeClaim, or rows spooled by a backfill vanish with its pod")
-	}
-	if p := pod.RestartPolicy; p != "Never" && p != "OnFailure" {
-		t.Errorf("Job restartPolicy %q, want Never or OnFailure", p)
-	}
-	f, err := parseFlags(pod.Containers[0].Args, io.Discard)
-	if err != nil || !f.backfill {
-		t.Errorf("Job args %q: want a --backfill the binary accepts (flags %+v, error %v)", pod.Containers[0].Args, f, err)
+	m := kustomizeBuild(t, k8sBackfill)
+	checkLabels(t, m)
+	checkBackfill(t, m, "readsync-backfill", 3, exampleSecret)
+	if j := find[batchv1.Job](t, m, "readsync-backfill"); j.Spec.TTLSecondsAfterFinished == nil {
+		t.Errorf("Job readsync-backfill: want a ttlSecondsAfterFinished, so that the next apply can start a new one")
 	}
 
-	// "The same configuration" as the daemon: everything but the
-	// daemon-only port, probes and arguments, and the spool's volume,
-	// must be equal.
-	daemon := rawPodSpec(t, objs, "Deployment", "readsync")
-	job := rawPodSpec(t, objs, "Job", "readsync-backfill")
-	for _, p := range []map[string]any{daemon, job} {
-		vols, _ := p["volumes"].([]any)
-		p["volumes"] = slices.DeleteFunc(slices.Clone(vols), func(v any) bool {
-			m, _ := v.(map[string]any)
-			return spool != nil && m["name"] == spool.Name
+	// The same configuration as the daemon: everything but the
+	// daemon-only port, probes and arguments, and the spool and shard
+	// that differ by design, must be equal.
+	d := find[appsv1.StatefulSet](t, m, "readsync").Spec.Template.Spec
+	j := find[batchv1.Job](t, m, "readsync-backfill").Spec.Template.Spec
+	compareSharedPod(t, "StatefulSet readsync", &d, "Job readsync-backfill", &j)
+
+	// parallelism is the one number of a backfill: completions and every
+	// index's shard count follow it.
+	scaled := kustomizeBuild(t, scaledBackfill(t, 5))
+	checkBackfill(t, scaled, "readsync-backfill", 5, exampleSecret)
+}
+
+// compareSharedPod reports what differs between the daemon's and the
+// backfill's pod beyond what must.
+func compareSharedPod(t *testing.T, aWhat string, a *corev1.PodSpec, bWhat string, b *corev1.PodSpec) {
+	t.Helper()
+	shared := func(p *corev1.PodSpec) map[string]any {
+		c := p.Containers[0]
+		vols := slices.DeleteFunc(slices.Clone(p.Volumes), func(v corev1.Volume) bool { return v.Name == "spool" })
+		env := slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool {
+			return e.Name == "READSYNC_SHARD" || e.Name == "POD_NAME" || e.Name == "JOB_COMPLETION_INDEX"
 		})
-	}
-	for _, key := range []string{"serviceAccountName", "automountServiceAccountToken", "enableServiceLinks",
-		"terminationGracePeriodSeconds", "securityContext", "volumes"} {
-		if !reflect.DeepEqual(daemon[key], job[key]) {
-			t.Errorf("pod %s differs between the Deployment and the Job:\n daemon %v\n    job %v", key, daemon[key], job[key])
+		mounts := slices.Clone(c.VolumeMounts)
+		for i := range mounts {
+			mounts[i].SubPathExpr = "" // the backfill's indexes share one claim
+		}
+		return map[string]any{
+			"serviceAccountName": p.ServiceAccountName, "automountServiceAccountToken": p.AutomountServiceAccountToken,
+			"enableServiceLinks": p.EnableServiceLinks, "terminationGracePeriodSeconds": p.TerminationGracePeriodSeconds,
+			"securityContext": p.SecurityContext, "volumes": vols,
+			"container image": c.Image, "container env": env, "container envFrom": c.EnvFrom,
+			"container resources": c.Resources, "container securityContext": c.SecurityContext,
+			"container volumeMounts": mounts,
 		}
 	}
-	dc, jc := rawContainer(t, daemon), rawContainer(t, job)
-	for _, key := range []string{"image", "env", "envFrom", "resources", "securityContext", "volumeMounts"} {
-		if !reflect.DeepEqual(dc[key], jc[key]) {
-			t.Errorf("container %s differs between the Deployment and the Job:\n daemon %v\n    job %v", key, dc[key], jc[key])
+	sa, sb := shared(a), shared(b)
+	for _, k := range slices.Sorted(maps.Keys(sa)) {
+		if !reflect.DeepEqual(sa[k], sb[k]) {
+			t.Errorf("pod %s differs between %s and %s:\n%s\n%s", k, aWhat, bWhat, jsonOf(sa[k]), jsonOf(sb[k]))
 		}
+	}
+}
+
+// checkDaemon checks the StatefulSet: replicas pods, each taking its own
+// shard of replicas from its name; the spool on a claim per pod; probes
+// and Services on the port readsync listens on.
+func checkDaemon(t *testing.T, m manifests, name string, replicas int, secret secretRef) {
+	t.Helper()
+	s := find[appsv1.StatefulSet](t, m, name)
+	what := m.what + ": StatefulSet " + name
+	if s.Spec.Replicas == nil || int(*s.Spec.Replicas) != replicas {
+		t.Errorf("%s: replicas %v, want %d", what, s.Spec.Replicas, replicas)
+	}
+	var cfg *config
+	for ordinal := range replicas {
+		p := statefulSetPod(s, ordinal)
+		var c *corev1.Container
+		cfg, c = checkPod(t, m, fmt.Sprintf("%s pod %s", what, p.name), p, secret)
+		if want := (rsync.Shard{Index: uint32(ordinal), Count: uint32(replicas)}); replicas > 1 && cfg.ShardOf != want {
+			t.Errorf("%s: pod %s takes shard %v, want %v", what, p.name, cfg.ShardOf, want)
+		}
+		if replicas == 1 && cfg.ShardOf.Count > 1 {
+			t.Errorf("%s: the only pod takes shard %v", what, cfg.ShardOf)
+		}
+		checkProbes(t, what, c, cfg)
+	}
+	if cfg == nil {
+		return
+	}
+	// The spool is on the pod's own claim, which outlives the pod.
+	mount, _ := mountOf(&s.Spec.Template.Spec, cfg.SpoolDir)
+	var claim *corev1.PersistentVolumeClaim
+	for i, vct := range s.Spec.VolumeClaimTemplates {
+		if mount != nil && vct.Name == mount.Name {
+			claim = &s.Spec.VolumeClaimTemplates[i]
+		}
+	}
+	switch {
+	case claim == nil:
+		t.Errorf("%s: READSYNC_SPOOL_DIR %s is not on a volumeClaimTemplate: spooled rows would die with the pod", what, cfg.SpoolDir)
+	case slices.ContainsFunc(s.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == claim.Name }):
+		t.Errorf("%s: pod volume %q shadows the claim template of the same name", what, claim.Name)
+	default:
+		checkClaimSize(t, what, claim, cfg, 1)
+	}
+	checkServices(t, m, s, cfg)
+}
+
+// checkBackfill checks the Indexed Job: n indexes, index i taking shard i
+// of n, each spooling into its own directory of a persistent claim.
+func checkBackfill(t *testing.T, m manifests, name string, n int, secret secretRef) {
+	t.Helper()
+	j := find[batchv1.Job](t, m, name)
+	what := m.what + ": Job " + name
+	spec := j.Spec
+	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion {
+		t.Errorf("%s: completionMode %v, want Indexed", what, spec.CompletionMode)
+	}
+	if spec.Parallelism == nil || spec.Completions == nil || int(*spec.Parallelism) != n || int(*spec.Completions) != n {
+		t.Errorf("%s: parallelism %v and completions %v, want both %d", what, spec.Parallelism, spec.Completions, n)
+	}
+	if spec.BackoffLimit == nil || *spec.BackoffLimit != 0 {
+		t.Errorf("%s: backoffLimit %v, want 0: a retry would fetch every name of the index again", what, spec.BackoffLimit)
+	}
+	pod0 := &spec.Template.Spec
+	if p := pod0.RestartPolicy; p != corev1.RestartPolicyNever {
+		t.Errorf("%s: restartPolicy %q, want Never", what, p)
+	}
+	f, err := parseFlags(pod0.Containers[0].Args, io.Discard)
+	if err != nil || !f.backfill {
+		t.Errorf("%s: args %q: want a --backfill the binary accepts (flags %+v, error %v)", what, pod0.Containers[0].Args, f, err)
+	}
+	dirs := map[string]int{}
+	var cfg *config
+	for index := range n {
+		p := indexedJobPod(j, index)
+		cfg, _ = checkPod(t, m, fmt.Sprintf("%s index %d", what, index), p, secret)
+		if want := (rsync.Shard{Index: uint32(index), Count: uint32(n)}); n > 1 && cfg.ShardOf != want {
+			t.Errorf("%s: index %d takes shard %v, want %v", what, index, cfg.ShardOf, want)
+		}
+		mount, vol := mountOf(&p.spec, cfg.SpoolDir)
+		if mount == nil || vol == nil || vol.PersistentVolumeClaim == nil {
+			t.Errorf("%s: the spool must be a PersistentVolumeClaim, or rows spooled by a backfill vanish with its pod", what)
+			return
+		}
+		env, err := containerEnv(m, p, &p.spec.Containers[0], secret.lookup(credentials))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sub, err := expandSubPath(mount.SubPathExpr, env)
+		if err != nil {
+			t.Errorf("%s index %d: the spool's %v", what, index, err)
+		}
+		dirs[vol.PersistentVolumeClaim.ClaimName+"/"+sub+mount.SubPath]++
+	}
+	for dir, k := range dirs {
+		if k > 1 {
+			t.Errorf("%s: %d indexes spool into %s; each needs its own directory", what, k, dir)
+		}
+	}
+	if cfg != nil {
+		_, vol := mountOf(pod0, cfg.SpoolDir)
+		claim := find[corev1.PersistentVolumeClaim](t, m, vol.PersistentVolumeClaim.ClaimName)
+		checkClaimSize(t, what, claim, cfg, n)
 	}
 }
 
 // checkPod checks what the daemon and the backfill share: the environment
 // against the binary's, credentials from the Secret, the mounts behind the
 // paths, security settings, resources and the shutdown grace. It returns
-// the configuration the binary loads from that environment.
-func checkPod(t *testing.T, objs []object, what string, pod *podSpec) (*config, *container) {
+// the configuration the binary loads in that pod.
+func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (*config, *corev1.Container) {
 	t.Helper()
+	pod := &p.spec
 	if len(pod.Containers) != 1 || pod.Containers[0].Name != containerName {
 		t.Fatalf("%s: want one container named %s, got %d", what, containerName, len(pod.Containers))
 	}
 	c := &pod.Containers[0]
-	env := containerEnv(t, objs, what, c)
-	checkVariables(t, what, env)
-	cfg := loadPodConfig(t, objs, what, pod, env)
+	checkVariables(t, m, what, p, c, secret)
+	env := podEnv(t, m, what, p, secret.lookup(credentials))
+	cfg, err := loadConfig(context.Background(), environ(env), true)
+	if err != nil {
+		t.Fatalf("%s: readsync rejects the manifests' configuration: %v", what, err)
+	}
 
-	if v := env["READSYNC_LOG_FORMAT"].value; v != "json" {
+	for _, u := range cfg.Unknown {
+		t.Errorf("%s: readsync would ignore %s (did you mean %s?)", what, u.Name, u.Guess)
+	}
+	if v := env["READSYNC_LOG_FORMAT"]; v != "json" {
 		t.Errorf("%s: READSYNC_LOG_FORMAT %q, want json", what, v)
 	}
 	var grace time.Duration // unset: this test does not rely on the cluster's default
@@ -181,12 +363,17 @@ func checkPod(t *testing.T, objs []object, what string, pod *podSpec) (*config, 
 		t.Errorf("%s: terminationGracePeriodSeconds (%s) must exceed READSYNC_SHUTDOWN_GRACE (%s), or a pass is killed before it can spool",
 			what, grace, cfg.ShutdownGrace)
 	}
-	checkSpool(t, objs, what, pod, cfg)
+	if mount, _ := mountOf(pod, cfg.SpoolDir); mount == nil || path.Clean(mount.MountPath) != path.Clean(cfg.SpoolDir) || mount.ReadOnly {
+		t.Errorf("%s: READSYNC_SPOOL_DIR %s must be a writable volume's mount point (the root filesystem is read-only)", what, cfg.SpoolDir)
+	}
 	checkSecurity(t, what, pod, c)
-	checkServiceAccount(t, objs, what, pod)
-	for _, kind := range []string{"cpu", "memory"} {
-		if c.Resources.Requests[kind] == nil || c.Resources.Limits[kind] == nil {
-			t.Errorf("%s: want %s requests and limits, got %+v", what, kind, c.Resources)
+	checkServiceAccount(t, m, what, pod)
+	for _, kind := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[kind]; !ok {
+			t.Errorf("%s: want a %s request, got %+v", what, kind, c.Resources)
+		}
+		if _, ok := c.Resources.Limits[kind]; !ok {
+			t.Errorf("%s: want a %s limit, got %+v", what, kind, c.Resources)
 		}
 	}
 	if pod.EnableServiceLinks == nil || *pod.EnableServiceLinks {
@@ -195,52 +382,70 @@ func checkPod(t *testing.T, objs []object, what string, pod *podSpec) (*config, 
 	return cfg, c
 }
 
-// envValue is one variable of a container's environment and where it
-// comes from.
-type envValue struct {
-	value  string
-	secret *keyRef // set when it comes from a Secret
-}
-
-// containerEnv resolves the container's environment: env entries and the
-// ConfigMaps of envFrom. A variable set twice is an error: which one wins
-// is not obvious to a reader.
-func containerEnv(t *testing.T, objs []object, what string, c *container) map[string]envValue {
+// podEnv is the pod's environment as the kubelet builds it, with the
+// schedules file taken from its ConfigMap volume into a local file.
+func podEnv(t *testing.T, m manifests, what string, p pod, secret secretLookup) map[string]string {
 	t.Helper()
-	env := map[string]envValue{}
-	set := func(name string, v envValue) {
-		if _, dup := env[name]; dup {
-			t.Errorf("%s: %s is set twice", what, name)
-		}
-		env[name] = v
+	c := &p.spec.Containers[0]
+	env, err := containerEnv(m, p, c, secret)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
 	}
-	for _, from := range c.EnvFrom {
-		if from.ConfigMapRef == nil || from.Prefix != "" {
-			t.Fatalf("%s: envFrom %+v: only whole ConfigMaps are expected (credentials use secretKeyRef)", what, from)
-		}
-		for k, v := range configMapData(t, objs, from.ConfigMapRef.Name) {
-			set(k, envValue{value: v})
-		}
+	file, ok := env["READSYNC_SCHEDULES_FILE"]
+	if !ok {
+		t.Fatalf("%s does not set READSYNC_SCHEDULES_FILE", what)
 	}
-	for _, e := range c.Env {
-		switch {
-		case e.ValueFrom == nil:
-			set(e.Name, envValue{value: e.Value})
-		case e.ValueFrom.SecretKeyRef != nil:
-			set(e.Name, envValue{secret: e.ValueFrom.SecretKeyRef})
-		case e.ValueFrom.ConfigMapKeyRef != nil:
-			ref := e.ValueFrom.ConfigMapKeyRef
-			set(e.Name, envValue{value: configMapData(t, objs, ref.Name)[ref.Key]})
-		default:
-			t.Errorf("%s: %s comes from an unexpected source %+v", what, e.Name, e.ValueFrom)
-		}
+	mount, vol := mountOf(&p.spec, file)
+	switch {
+	case mount == nil:
+		t.Fatalf("%s: READSYNC_SCHEDULES_FILE %s is on no volume", what, file)
+	case !mount.ReadOnly:
+		t.Errorf("%s: the schedules volume at %s must be mounted read-only", what, mount.MountPath)
 	}
+	if vol == nil || vol.ConfigMap == nil {
+		t.Fatalf("%s: READSYNC_SCHEDULES_FILE %s is not on a ConfigMap volume", what, file)
+	}
+	cm, err := configMap(m, vol.ConfigMap.Name)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	key := strings.TrimPrefix(file, strings.TrimSuffix(mount.MountPath, "/")+"/")
+	data, ok := cm.Data[key]
+	if !ok {
+		t.Fatalf("%s: ConfigMap %s has no key %q for READSYNC_SCHEDULES_FILE", what, cm.Name, key)
+	}
+	local := filepath.Join(t.TempDir(), "schedules.yaml")
+	if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env["READSYNC_SCHEDULES_FILE"] = local
 	return env
 }
 
-// checkVariables holds the environment to the binary's env struct.
-func checkVariables(t *testing.T, what string, env map[string]envValue) {
+// checkVariables holds the container's variables to the binary's env
+// struct, and the credentials to the Secret.
+func checkVariables(t *testing.T, m manifests, what string, p pod, c *corev1.Container, secret secretRef) {
 	t.Helper()
+	env, err := containerEnv(m, p, c, secret.lookup(credentials))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	names := map[string]int{}
+	for _, e := range c.Env {
+		names[e.Name]++
+	}
+	for _, from := range c.EnvFrom {
+		if cm, err := configMap(m, from.ConfigMapRef.Name); err == nil {
+			for k := range cm.Data {
+				names[from.Prefix+k]++
+			}
+		}
+	}
+	for name, n := range names {
+		if n > 1 {
+			t.Errorf("%s: %s is set %d times; which one wins is not obvious to a reader", what, name, n)
+		}
+	}
 	vars := binaryVariables(t)
 	for name := range env {
 		if _, ok := vars[name]; strings.HasPrefix(name, "READSYNC_") && !ok {
@@ -252,16 +457,14 @@ func checkVariables(t *testing.T, what string, env map[string]envValue) {
 			t.Errorf("%s does not set %s, which readsync requires", what, name)
 		}
 	}
-	secret := exampleSecret(t)
-	for _, name := range secretVars {
-		ref := env[name].secret
+	for name, key := range secret.keys {
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
 		switch {
-		case ref == nil:
+		case i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.SecretKeyRef == nil:
 			t.Errorf("%s: %s must come from the Secret (secretKeyRef), not a literal value", what, name)
-		case ref.Name != secret.Metadata.Name:
-			t.Errorf("%s: %s comes from Secret %q, want %q (secret.example.yaml)", what, name, ref.Name, secret.Metadata.Name)
-		case secret.StringData[ref.Key] == "":
-			t.Errorf("%s: %s comes from key %q, which secret.example.yaml does not have", what, name, ref.Key)
+		case c.Env[i].ValueFrom.SecretKeyRef.Name != secret.name || c.Env[i].ValueFrom.SecretKeyRef.Key != key:
+			ref := c.Env[i].ValueFrom.SecretKeyRef
+			t.Errorf("%s: %s comes from Secret %s key %s, want %s key %s", what, name, ref.Name, ref.Key, secret.name, key)
 		}
 	}
 }
@@ -283,99 +486,59 @@ func binaryVariables(t *testing.T) map[string]bool {
 	return vars
 }
 
-// loadPodConfig runs the binary's own configuration loading on the pod's
-// environment, with the Secret's placeholders for credentials and the
-// rendered schedules ConfigMap in a file for READSYNC_SCHEDULES_FILE.
-func loadPodConfig(t *testing.T, objs []object, what string, pod *podSpec, env map[string]envValue) *config {
+// checkClaimSize checks that a spool claim holds READSYNC_SPOOL_MAX_BYTES
+// for each of the pods that share it, so that readsync's own cap applies
+// before the volume fills.
+func checkClaimSize(t *testing.T, what string, claim *corev1.PersistentVolumeClaim, cfg *config, sharers int) {
 	t.Helper()
-	secret := exampleSecret(t)
-	m := map[string]string{}
-	for name, v := range env {
-		m[name] = v.value
-		if v.secret != nil {
-			m[name] = secret.StringData[v.secret.Key]
-		}
-	}
-	file, ok := m["READSYNC_SCHEDULES_FILE"]
+	size, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	if !ok {
-		t.Fatalf("%s does not set READSYNC_SCHEDULES_FILE", what)
-	}
-	mount, vol := mountOf(pod, file)
-	switch {
-	case mount == nil:
-		t.Fatalf("%s: READSYNC_SCHEDULES_FILE %s is on no volume", what, file)
-	case !mount.ReadOnly:
-		t.Errorf("%s: the schedules volume at %s must be mounted read-only", what, mount.MountPath)
-	}
-	if vol == nil || vol.ConfigMap == nil {
-		t.Fatalf("%s: READSYNC_SCHEDULES_FILE %s is not on a ConfigMap volume", what, file)
-	}
-	key := strings.TrimPrefix(file, strings.TrimSuffix(mount.MountPath, "/")+"/")
-	data, ok := configMapData(t, objs, vol.ConfigMap.Name)[key]
-	if !ok {
-		t.Fatalf("%s: ConfigMap %s has no key %q for READSYNC_SCHEDULES_FILE", what, vol.ConfigMap.Name, key)
-	}
-	local := filepath.Join(t.TempDir(), "schedules.yaml")
-	if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	m["READSYNC_SCHEDULES_FILE"] = local
-	cfg, err := loadConfig(context.Background(), environ(m), true)
-	if err != nil {
-		t.Fatalf("%s: readsync rejects the manifests' configuration: %v", what, err)
-	}
-	cfg.SchedulesFile = file
-	return cfg
-}
-
-// checkSpool checks that READSYNC_SPOOL_DIR is a writable volume, large
-// enough for READSYNC_SPOOL_MAX_BYTES.
-func checkSpool(t *testing.T, objs []object, what string, pod *podSpec, cfg *config) {
-	t.Helper()
-	mount, vol := mountOf(pod, cfg.SpoolDir)
-	if mount == nil || path.Clean(mount.MountPath) != path.Clean(cfg.SpoolDir) {
-		t.Errorf("%s: READSYNC_SPOOL_DIR %s must be a volume's mount point (the root filesystem is read-only)", what, cfg.SpoolDir)
+		t.Errorf("%s: claim %s requests no storage", what, claim.Name)
 		return
 	}
-	if mount.ReadOnly {
-		t.Errorf("%s: the spool volume at %s is read-only", what, mount.MountPath)
+	if need := int64(cfg.SpoolMaxBytes) * int64(sharers); size.Value() <= need {
+		t.Errorf("%s: claim %s of %s is not above %d x READSYNC_SPOOL_MAX_BYTES (%d bytes): the volume would fill before readsync refuses rows",
+			what, claim.Name, size.String(), sharers, cfg.SpoolMaxBytes)
 	}
-	if vol == nil || (vol.EmptyDir == nil && vol.PersistentVolumeClaim == nil) {
-		t.Errorf("%s: the spool volume %s should be an emptyDir or a PersistentVolumeClaim", what, mount.Name)
-		return
-	}
-	size, why := "", ""
-	switch {
-	case vol.EmptyDir != nil:
-		size, why = vol.EmptyDir.SizeLimit, "the kubelet would evict the pod, spool and all"
-	case vol.PersistentVolumeClaim != nil:
-		var pvc struct {
-			Spec struct {
-				Resources struct {
-					Requests struct {
-						Storage string `yaml:"storage"`
-					} `yaml:"requests"`
-				} `yaml:"resources"`
-			} `yaml:"spec"`
-		}
-		decodeOne(t, objs, "PersistentVolumeClaim", vol.PersistentVolumeClaim.ClaimName, &pvc)
-		size, why = pvc.Spec.Resources.Requests.Storage, "the volume would fill before readsync refuses rows"
-	}
-	if size == "" {
-		return // no limit, or one this test does not know
-	}
-	n, err := parseQuantity(size)
-	if err != nil {
-		t.Fatalf("%s: spool volume size: %v", what, err)
-	}
-	if n <= int64(cfg.SpoolMaxBytes) {
-		t.Errorf("%s: spool volume size %s is not above READSYNC_SPOOL_MAX_BYTES (%d bytes): %s", what, size, cfg.SpoolMaxBytes, why)
+	if len(claim.Spec.AccessModes) == 0 {
+		t.Errorf("%s: claim %s has no access mode", what, claim.Name)
 	}
 }
 
-func checkSecurity(t *testing.T, what string, pod *podSpec, c *container) {
+func checkProbes(t *testing.T, what string, c *corev1.Container, cfg *config) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
+	if err != nil {
+		t.Fatalf("%s: READSYNC_HTTP_ADDR %q: %v", what, cfg.HTTPAddr, err)
+	}
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"livenessProbe", c.LivenessProbe, "/healthz"}, {"readinessProbe", c.ReadinessProbe, "/readyz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("%s: %s: want an httpGet probe of %s", what, p.name, p.path)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path {
+			t.Errorf("%s: %s path %q, want %s", what, p.name, p.probe.HTTPGet.Path, p.path)
+		}
+		if got := containerPort(c, p.probe.HTTPGet.Port); got != port {
+			t.Errorf("%s: %s port %v is container port %q, but READSYNC_HTTP_ADDR %q listens on %s",
+				what, p.name, p.probe.HTTPGet.Port.String(), got, cfg.HTTPAddr, port)
+		}
+	}
+}
+
+func checkSecurity(t *testing.T, what string, pod *corev1.PodSpec, c *corev1.Container) {
 	t.Helper()
 	ps, cs := pod.SecurityContext, c.SecurityContext
+	if ps == nil {
+		ps = &corev1.PodSecurityContext{}
+	}
+	if cs == nil {
+		cs = &corev1.SecurityContext{}
+	}
 	// A container's setting overrides the pod's.
 	nonRoot := first(cs.RunAsNonRoot, ps.RunAsNonRoot)
 	user := first(cs.RunAsUser, ps.RunAsUser)
@@ -386,8 +549,11 @@ func checkSecurity(t *testing.T, what string, pod *podSpec, c *container) {
 	if user == nil || *user == 0 {
 		t.Errorf("%s: runAsUser must be a numeric, non-root user, so that runAsNonRoot can be verified", what)
 	}
-	if seccomp == nil || seccomp.Type != "RuntimeDefault" {
+	if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("%s: seccompProfile must be RuntimeDefault, got %+v", what, seccomp)
+	}
+	if ps.FSGroup == nil {
+		t.Errorf("%s: want an fsGroup, so that the spool volume is writable by the non-root user", what)
 	}
 	if cs.ReadOnlyRootFilesystem == nil || !*cs.ReadOnlyRootFilesystem {
 		t.Errorf("%s: readOnlyRootFilesystem must be true", what)
@@ -400,90 +566,94 @@ func checkSecurity(t *testing.T, what string, pod *podSpec, c *container) {
 	}
 }
 
-func checkServiceAccount(t *testing.T, objs []object, what string, pod *podSpec) {
+func checkServiceAccount(t *testing.T, m manifests, what string, pod *corev1.PodSpec) {
 	t.Helper()
-	if pod.AutomountServiceAccountToken != nil && *pod.AutomountServiceAccountToken {
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
 		t.Errorf("%s mounts a service account token; readsync never calls the Kubernetes API", what)
 	}
-	var sa struct {
-		Automount *bool `yaml:"automountServiceAccountToken"`
-	}
-	decodeOne(t, objs, "ServiceAccount", pod.ServiceAccountName, &sa)
-	if sa.Automount == nil || *sa.Automount {
-		t.Errorf("ServiceAccount %s: automountServiceAccountToken must be false", pod.ServiceAccountName)
+	sa := find[corev1.ServiceAccount](t, m, pod.ServiceAccountName)
+	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+		t.Errorf("ServiceAccount %s: automountServiceAccountToken must be false", sa.Name)
 	}
 }
 
-// checkService checks that the Service named http reaches the daemon's
-// metrics port and only the daemon's pods.
-func checkService(t *testing.T, objs []object, d *workload, port string) {
+// checkServices checks the StatefulSet's governing Service and the
+// metrics Service: both select the daemon's pods only, and the port named
+// http reaches the port readsync listens on.
+func checkServices(t *testing.T, m manifests, s *appsv1.StatefulSet, cfg *config) {
 	t.Helper()
-	var s struct {
-		Spec struct {
-			Selector map[string]string `yaml:"selector"`
-			Ports    []struct {
-				Name       string `yaml:"name"`
-				Port       int    `yaml:"port"`
-				TargetPort any    `yaml:"targetPort"`
-			} `yaml:"ports"`
-		} `yaml:"spec"`
+	_, port, _ := net.SplitHostPort(cfg.HTTPAddr)
+	headless := find[corev1.Service](t, m, s.Spec.ServiceName)
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("%s: Service %s (the StatefulSet's serviceName) must be headless, clusterIP None", m.what, headless.Name)
 	}
-	decodeOne(t, objs, "Service", "readsync", &s)
-	podLabels := d.Spec.Template.Metadata.Labels
-	for k, v := range s.Spec.Selector {
-		if podLabels[k] != v {
-			t.Errorf("Service selector %s=%s does not match the daemon's pod labels %v", k, v, podLabels)
+	services := []*corev1.Service{headless}
+	for _, svc := range all[corev1.Service](m) {
+		if svc.Name == s.Name {
+			services = append(services, svc)
 		}
 	}
-	if _, ok := s.Spec.Selector["app.kubernetes.io/component"]; !ok {
-		t.Errorf("Service selector %v would also select backfill pods", s.Spec.Selector)
+	if len(services) != 2 {
+		t.Errorf("%s: no Service %s for the metrics", m.what, s.Name)
 	}
-	c := &d.Spec.Template.Spec.Containers[0]
-	for _, p := range s.Spec.Ports {
-		if p.Name == "http" {
-			if strconv.Itoa(p.Port) != port || containerPort(c, p.TargetPort) != port {
-				t.Errorf("Service port http %d → %v, want %s → the container's %s", p.Port, p.TargetPort, port, port)
+	podLabels := s.Spec.Template.Labels
+	for _, svc := range services {
+		for k, v := range svc.Spec.Selector {
+			if podLabels[k] != v {
+				t.Errorf("%s: Service %s selector %s=%s does not match the daemon's pod labels %v", m.what, svc.Name, k, v, podLabels)
 			}
-			return
+		}
+		if _, ok := svc.Spec.Selector["app.kubernetes.io/component"]; !ok {
+			t.Errorf("%s: Service %s selector %v would also select backfill pods", m.what, svc.Name, svc.Spec.Selector)
+		}
+		c := &s.Spec.Template.Spec.Containers[0]
+		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "http" })
+		if i < 0 {
+			t.Errorf("%s: Service %s has no port named http", m.what, svc.Name)
+			continue
+		}
+		if p := svc.Spec.Ports[i]; strconv.Itoa(int(p.Port)) != port || containerPort(c, p.TargetPort) != port {
+			t.Errorf("%s: Service %s port http %d → %s, want %s → the container's %s", m.what, svc.Name, p.Port, p.TargetPort.String(), port, port)
 		}
 	}
-	t.Errorf("Service readsync has no port named http")
 }
 
 // checkLabels checks that every object and pod template carries the
 // common label.
-func checkLabels(t *testing.T, objs []object) {
+func checkLabels(t *testing.T, m manifests) {
 	t.Helper()
-	for _, o := range objs {
-		if o.Metadata.Labels[appLabel] != "readsync" {
-			t.Errorf("%s %s lacks %s: readsync", o.Kind, o.Metadata.Name, appLabel)
+	for _, o := range m.objs {
+		if o.GetLabels()[appLabel] != "readsync" {
+			t.Errorf("%s: %T %s lacks %s: readsync", m.what, o, o.GetName(), appLabel)
 		}
-		if o.Kind == "Deployment" || o.Kind == "Job" {
-			var w workload
-			decodeOne(t, objs, o.Kind, o.Metadata.Name, &w)
-			if w.Spec.Template.Metadata.Labels[appLabel] != "readsync" {
-				t.Errorf("%s %s: pod template lacks %s: readsync", o.Kind, o.Metadata.Name, appLabel)
-			}
+	}
+	for _, s := range all[appsv1.StatefulSet](m) {
+		if s.Spec.Template.Labels[appLabel] != "readsync" {
+			t.Errorf("%s: StatefulSet %s: pod template lacks %s: readsync", m.what, s.Name, appLabel)
+		}
+	}
+	for _, j := range all[batchv1.Job](m) {
+		if j.Spec.Template.Labels[appLabel] != "readsync" {
+			t.Errorf("%s: Job %s: pod template lacks %s: readsync", m.what, j.Name, appLabel)
 		}
 	}
 }
 
 // containerPort resolves a probe's or Service's port (a number or a
 // container port's name) to the container port number.
-func containerPort(c *container, port any) string {
-	s := fmt.Sprint(port)
+func containerPort(c *corev1.Container, port intstr.IntOrString) string {
 	for _, p := range c.Ports {
-		if p.Name == s {
-			return strconv.Itoa(p.ContainerPort)
+		if port.Type == intstr.String && p.Name == port.StrVal {
+			return strconv.Itoa(int(p.ContainerPort))
 		}
 	}
-	return s
+	return port.String()
 }
 
 // mountOf returns the volume mount holding file (the longest mount path
 // that contains it) and its volume.
-func mountOf(pod *podSpec, file string) (*volumeMount, *volume) {
-	var best *volumeMount
+func mountOf(pod *corev1.PodSpec, file string) (*corev1.VolumeMount, *corev1.Volume) {
+	var best *corev1.VolumeMount
 	for i, m := range pod.Containers[0].VolumeMounts {
 		dir := path.Clean(m.MountPath)
 		if (file == dir || strings.HasPrefix(file, dir+"/")) && (best == nil || len(dir) > len(path.Clean(best.MountPath))) {
@@ -501,22 +671,6 @@ func mountOf(pod *podSpec, file string) (*volumeMount, *volume) {
 	return best, nil
 }
 
-// parseQuantity parses the binary-suffixed and plain Kubernetes quantities
-// a spool size is written in.
-func parseQuantity(q string) (int64, error) {
-	for i, suffix := range []string{"Ki", "Mi", "Gi", "Ti"} {
-		if num, ok := strings.CutSuffix(q, suffix); ok {
-			n, err := strconv.ParseInt(num, 10, 64)
-			return n << (10 * (i + 1)), err
-		}
-	}
-	n, err := strconv.ParseInt(q, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("quantity %q: this test reads only whole numbers with Ki, Mi, Gi or Ti", q)
-	}
-	return n, nil
-}
-
 func first[T any](ps ...*T) *T {
 	for _, p := range ps {
 		if p != nil {
@@ -526,260 +680,169 @@ func first[T any](ps ...*T) *T {
 	return nil
 }
 
-// The parts of the Kubernetes objects the tests look at. Fields not
-// listed are ignored when decoding.
-type (
-	object struct {
-		Kind     string `yaml:"kind"`
-		Metadata struct {
-			Name   string            `yaml:"name"`
-			Labels map[string]string `yaml:"labels"`
-		} `yaml:"metadata"`
-		raw []byte
+func jsonOf(v any) string {
+	b, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return fmt.Sprintf("%+v", v)
 	}
-	workload struct { // a Deployment or a Job
-		Spec struct {
-			Replicas *int `yaml:"replicas"`
-			Strategy struct {
-				Type string `yaml:"type"`
-			} `yaml:"strategy"`
-			Template struct {
-				Metadata struct {
-					Labels map[string]string `yaml:"labels"`
-				} `yaml:"metadata"`
-				Spec podSpec `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	podSpec struct {
-		ServiceAccountName            string      `yaml:"serviceAccountName"`
-		AutomountServiceAccountToken  *bool       `yaml:"automountServiceAccountToken"`
-		EnableServiceLinks            *bool       `yaml:"enableServiceLinks"`
-		TerminationGracePeriodSeconds *int64      `yaml:"terminationGracePeriodSeconds"`
-		RestartPolicy                 string      `yaml:"restartPolicy"`
-		SecurityContext               secContext  `yaml:"securityContext"`
-		Containers                    []container `yaml:"containers"`
-		Volumes                       []volume    `yaml:"volumes"`
-	}
-	secContext struct { // the pod's and the container's, merged
-		RunAsNonRoot   *bool  `yaml:"runAsNonRoot"`
-		RunAsUser      *int64 `yaml:"runAsUser"`
-		SeccompProfile *struct {
-			Type string `yaml:"type"`
-		} `yaml:"seccompProfile"`
-		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
-		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-		Capabilities             *struct {
-			Add  []string `yaml:"add"`
-			Drop []string `yaml:"drop"`
-		} `yaml:"capabilities"`
-	}
-	container struct {
-		Name    string   `yaml:"name"`
-		Args    []string `yaml:"args"`
-		EnvFrom []struct {
-			Prefix       string  `yaml:"prefix"`
-			ConfigMapRef *keyRef `yaml:"configMapRef"`
-			SecretRef    *keyRef `yaml:"secretRef"`
-		} `yaml:"envFrom"`
-		Env []struct {
-			Name      string `yaml:"name"`
-			Value     string `yaml:"value"`
-			ValueFrom *struct {
-				SecretKeyRef    *keyRef `yaml:"secretKeyRef"`
-				ConfigMapKeyRef *keyRef `yaml:"configMapKeyRef"`
-			} `yaml:"valueFrom"`
-		} `yaml:"env"`
-		Ports []struct {
-			Name          string `yaml:"name"`
-			ContainerPort int    `yaml:"containerPort"`
-		} `yaml:"ports"`
-		LivenessProbe  *probe `yaml:"livenessProbe"`
-		ReadinessProbe *probe `yaml:"readinessProbe"`
-		Resources      struct {
-			Requests map[string]any `yaml:"requests"`
-			Limits   map[string]any `yaml:"limits"`
-		} `yaml:"resources"`
-		SecurityContext secContext    `yaml:"securityContext"`
-		VolumeMounts    []volumeMount `yaml:"volumeMounts"`
-	}
-	keyRef struct {
-		Name string `yaml:"name"`
-		Key  string `yaml:"key"`
-	}
-	probe struct {
-		HTTPGet *struct {
-			Path string `yaml:"path"`
-			Port any    `yaml:"port"`
-		} `yaml:"httpGet"`
-	}
-	volumeMount struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-		ReadOnly  bool   `yaml:"readOnly"`
-	}
-	volume struct {
-		Name     string `yaml:"name"`
-		EmptyDir *struct {
-			SizeLimit string `yaml:"sizeLimit"`
-		} `yaml:"emptyDir"`
-		PersistentVolumeClaim *struct {
-			ClaimName string `yaml:"claimName"`
-		} `yaml:"persistentVolumeClaim"`
-		ConfigMap *struct {
-			Name string `yaml:"name"`
-		} `yaml:"configMap"`
-	}
-	secretObject struct {
-		Kind     string `yaml:"kind"`
-		Metadata struct {
-			Name string `yaml:"name"`
-		} `yaml:"metadata"`
-		StringData map[string]string `yaml:"stringData"`
-	}
-)
+	return "  " + string(b)
+}
 
-func exampleSecret(t *testing.T) *secretObject {
+// scaledBase is a copy of the base scaled to n replicas with the command
+// the README gives, and a copy of the backfill overlay beside it.
+func scaledBase(t *testing.T, n int) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(k8sBase, "secret.example.yaml"))
+	root := t.TempDir()
+	for _, d := range []string{k8sBase, k8sBackfill} {
+		if err := os.CopyFS(filepath.Join(root, filepath.Base(d)), os.DirFS(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(root, filepath.Base(k8sBase))
+	tool(t, kustomizeTool, dir, "edit", "set", "replicas", fmt.Sprintf("readsync=%d", n))
+	return dir
+}
+
+// scaledBackfill is a copy of the backfill overlay (and of the base it
+// uses) with the Job's parallelism set to n and its spool claim sized for
+// n indexes, as spool-pvc.yaml says to.
+func scaledBackfill(t *testing.T, n int) string {
+	t.Helper()
+	dir := filepath.Join(filepath.Dir(scaledBase(t, 1)), filepath.Base(k8sBackfill))
+	replaceIn(t, filepath.Join(dir, "job.yaml"), "\n  parallelism: 3\n", fmt.Sprintf("\n  parallelism: %d\n", n))
+	replaceIn(t, filepath.Join(dir, "spool-pvc.yaml"), "\n      storage: 4Gi\n", fmt.Sprintf("\n      storage: %dGi\n", n+1))
+	return dir
+}
+
+// replaceIn replaces the one occurrence of old in a file.
+func replaceIn(t *testing.T, file, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s secretObject
-	if err := yaml.Unmarshal(b, &s); err != nil {
-		t.Fatalf("secret.example.yaml: %v", err)
+	if n := bytes.Count(b, []byte(old)); n != 1 {
+		t.Fatalf("%s: %q occurs %d times, want once", file, old, n)
 	}
-	if s.Kind != "Secret" || s.Metadata.Name == "" || len(s.StringData) == 0 {
-		t.Fatalf("secret.example.yaml: want a named Secret with stringData, got %+v", s)
+	if err := os.WriteFile(file, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	return &s
 }
 
-func objectsOf(objs []object, kind string) []object {
-	var out []object
-	for _, o := range objs {
-		if o.Kind == kind {
-			out = append(out, o)
-		}
+// kustomizeBuild renders a kustomization.
+func kustomizeBuild(t *testing.T, dir string) manifests {
+	t.Helper()
+	out := tool(t, kustomizeTool, "", "build", dir)
+	m, err := decodeManifests("kustomize build "+dir, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// helmTemplate renders the chart as release, with helm flags such as
+// --set.
+func helmTemplate(t *testing.T, release string, flags ...string) manifests {
+	t.Helper()
+	out, err := helmRender(t, release, flags...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
 
-// decodeOne decodes the object of that kind and name into v.
-func decodeOne(t *testing.T, objs []object, kind, name string, v any) {
+func helmRender(t *testing.T, release string, flags ...string) (manifests, error) {
 	t.Helper()
-	for _, o := range objectsOf(objs, kind) {
-		if o.Metadata.Name == name {
-			if err := yaml.Unmarshal(o.raw, v); err != nil {
-				t.Fatalf("%s %s: %v", kind, name, err)
-			}
-			return
-		}
-	}
-	t.Fatalf("the manifests render no %s named %q", kind, name)
-}
-
-func configMapData(t *testing.T, objs []object, name string) map[string]string {
-	t.Helper()
-	var cm struct {
-		Data map[string]string `yaml:"data"`
-	}
-	decodeOne(t, objs, "ConfigMap", name, &cm)
-	return cm.Data
-}
-
-// rawPodSpec returns a workload's pod spec as generic YAML values, for
-// comparing whole subtrees.
-func rawPodSpec(t *testing.T, objs []object, kind, name string) map[string]any {
-	t.Helper()
-	var w struct {
-		Spec struct {
-			Template struct {
-				Spec map[string]any `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
-	decodeOne(t, objs, kind, name, &w)
-	return w.Spec.Template.Spec
-}
-
-func rawContainer(t *testing.T, pod map[string]any) map[string]any {
-	t.Helper()
-	cs, _ := pod["containers"].([]any)
-	for _, c := range cs {
-		if m, _ := c.(map[string]any); m["name"] == containerName {
-			return m
-		}
-	}
-	t.Fatalf("no container named %s", containerName)
-	return nil
-}
-
-// render builds a kustomization and splits the output into objects.
-func render(t *testing.T, dir string) []object {
-	t.Helper()
-	out := kustomize(t, "build", dir)
-	dec := yaml.NewDecoder(bytes.NewReader(out))
-	var objs []object
-	for {
-		var raw yaml.RawMessage
-		err := dec.Decode(&raw)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("kustomize build %s: output is not YAML: %v", dir, err)
-		}
-		var o object
-		if err := yaml.Unmarshal(raw, &o); err != nil {
-			t.Fatalf("kustomize build %s: %v", dir, err)
-		}
-		o.raw = raw
-		objs = append(objs, o)
-	}
-	if len(objs) == 0 {
-		t.Fatalf("kustomize build %s rendered nothing", dir)
-	}
-	return objs
-}
-
-// kustomizeCommand finds a kustomize that runs: the one on PATH, else the
-// pinned version through `go run`, which needs nothing in go.mod.
-var kustomizeCommand = sync.OnceValues(func() ([]string, error) {
-	candidates := [][]string{{"go", "run", kustomizeModule}}
-	if _, err := exec.LookPath("kustomize"); err == nil {
-		candidates = append([][]string{{"kustomize"}}, candidates...)
-	}
-	var errs []error
-	for _, c := range candidates {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		out, err := exec.CommandContext(ctx, c[0], append(c[1:], "version")...).CombinedOutput()
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, bytes.TrimSpace(out)))
-	}
-	return nil, errors.Join(errs...)
-})
-
-func kustomize(t *testing.T, args ...string) []byte {
-	t.Helper()
-	cmd, err := kustomizeCommand()
+	args := append([]string{"template", release, helmChart, "--namespace", "readsync"}, flags...)
+	out, err := toolOutput(t, helmTool, "", args...)
 	if err != nil {
-		if os.Getenv("READSYNC_REQUIRE_KUSTOMIZE") == "1" {
-			t.Fatalf("kustomize cannot run, and READSYNC_REQUIRE_KUSTOMIZE=1:\n%v", err)
-		}
-		t.Skipf("kustomize cannot run (set READSYNC_REQUIRE_KUSTOMIZE=1 to fail instead):\n%v", err)
+		return manifests{}, err
 	}
+	return decodeManifests("helm "+strings.Join(args, " "), out)
+}
+
+// A tool the manifest tests run: the one on PATH, else the pinned version
+// through `go run`, which needs nothing in go.mod. required names the
+// variable that turns "cannot run" from a skip into a failure.
+type toolSpec struct {
+	name, module, required string
+	find                   func() ([]string, error)
+}
+
+var (
+	kustomizeTool = newTool("kustomize", kustomizeModule, "READSYNC_REQUIRE_KUSTOMIZE")
+	helmTool      = newTool("helm", helmModule, "READSYNC_REQUIRE_HELM")
+)
+
+func newTool(name, module, required string) *toolSpec {
+	s := &toolSpec{name: name, module: module, required: required}
+	s.find = sync.OnceValues(func() ([]string, error) {
+		candidates := [][]string{{"go", "run", module}}
+		if _, err := exec.LookPath(name); err == nil {
+			candidates = append([][]string{{name}}, candidates...)
+		}
+		var errs []error
+		for _, c := range candidates {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			out, err := exec.CommandContext(ctx, c[0], append(c[1:], "version")...).CombinedOutput()
+			cancel()
+			if err == nil {
+				return c, nil
+			}
+			errs = append(errs, fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, bytes.TrimSpace(out)))
+		}
+		return nil, errors.Join(errs...)
+	})
+	return s
+}
+
+// tool runs a tool in dir (the package's directory if empty) and returns
+// its standard output; any failure fails the test.
+func tool(t *testing.T, s *toolSpec, dir string, args ...string) []byte {
+	t.Helper()
+	cmd := toolCommand(t, s)
+	out, err := runTool(cmd, dir, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func toolOutput(t *testing.T, s *toolSpec, dir string, args ...string) ([]byte, error) {
+	t.Helper()
+	return runTool(toolCommand(t, s), dir, args...)
+}
+
+func toolCommand(t *testing.T, s *toolSpec) []string {
+	t.Helper()
+	cmd, err := s.find()
+	if err != nil {
+		if os.Getenv(s.required) == "1" {
+			t.Fatalf("%s cannot run, and %s=1:\n%v", s.name, s.required, err)
+		}
+		t.Skipf("%s cannot run (set %s=1 to fail instead):\n%v", s.name, s.required, err)
+	}
+	return cmd
+}
+
+func runTool(cmd []string, dir string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
 	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], args...)...)
+	if dir != "" {
+		// go run resolves the module from the directory; the tool's
+		// arguments are absolute or relative to the package either way.
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, err
+		}
+		c.Dir = abs
+	}
 	c.Stderr = &stderr
 	out, err := c.Output()
 	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
+		return nil, fmt.Errorf("%s %s: %w\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
 	}
-	return out
+	return out, nil
 }

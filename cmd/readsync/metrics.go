@@ -139,3 +139,23 @@ func (m *metrics) observeSpool(sp *spool.Spool) {
 		}, func() float64 { return float64(sp.Stats().RefusedRows) }),
 	)
 }
+
+// observeShard exports READSYNC_SHARD: pods of one StatefulSet that
+// disagree on the count cover some names twice and others not at all.
+// Without a shard, the process owns everything: index 0 of 1.
+func (m *metrics) observeShard(s sync.Shard) {
+	index, count := float64(s.Index), float64(s.Count)
+	if s.Count <= 1 {
+		index, count = 0, 1
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "readsync_shard_index",
+			Help: "This process's shard of the scheduled names (READSYNC_SHARD i), 0 without sharding.",
+		}, func() float64 { return index }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "readsync_shard_count",
+			Help: "How many shards READSYNC_SHARD splits the scheduled names into (n), 1 without sharding.",
+		}, func() float64 { return count }),
+	)
+}

@@ -1,0 +1,290 @@
+package main
+
+// The Helm chart renders the same pods as the kustomize manifests, from
+// values. It is held to the same checks as the kustomize manifests for
+// several sets of values, and to the kustomize manifests themselves: the
+// two are written by hand (a chart generated from kustomize output would
+// lose its values, kustomize generated from the chart its readability), so
+// this test is what keeps them one contract.
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// chartSchedules is a schedules file for --set-file.
+const chartSchedules = "testdata/schedules.yaml"
+
+func TestChart(t *testing.T) {
+	own := secretRef{name: "readsync-creds", keys: map[string]string{
+		"READSYNC_CLIENT_ID": "id", "READSYNC_CLIENT_SECRET": "secret", "READSYNC_CLICKHOUSE_DSN": "dsn",
+	}}
+	tests := []struct {
+		name     string
+		release  string
+		flags    []string
+		replicas int
+		backfill int // indexes; 0 for no Job
+		secret   secretRef
+		check    func(t *testing.T, m manifests)
+	}{
+		{name: "defaults", release: "readsync", replicas: 1, secret: exampleSecret},
+		{
+			name: "scaled, with a backfill", release: "prod",
+			flags:    []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=5"},
+			replicas: 4, backfill: 5, secret: exampleSecret,
+		},
+		{
+			name: "own secret, settings, schedules, image, resources, storage", release: "readsync",
+			flags: []string{
+				"--set", "secret.name=readsync-creds", "--set", "secret.keys.clientID=id",
+				"--set", "secret.keys.clientSecret=secret", "--set", "secret.keys.clickhouseDSN=dsn",
+				"--set", "settings.READSYNC_CONCURRENCY=16", "--set-file", "schedules=" + chartSchedules,
+				"--set", "image.tag=v1.2.3", "--set", "resources.limits.memory=1Gi",
+				"--set", "persistence.storageClassName=fast", "--set", "persistence.size=5Gi",
+				"--set", "backfill.enabled=true", "--set", "backfill.parallelism=1",
+				"--set", "backfill.extraArgs={--schedule,hourly}", "--set", "backfill.spool.size=3Gi",
+			},
+			replicas: 2, backfill: 1, secret: own,
+			check: func(t *testing.T, m manifests) {
+				s := find[appsv1.StatefulSet](t, m, "readsync")
+				c := s.Spec.Template.Spec.Containers[0]
+				if c.Image != "registry.example.com/readsync:v1.2.3" {
+					t.Errorf("image %q, want the tag from image.tag", c.Image)
+				}
+				if got := c.Resources.Limits.Memory().String(); got != "1Gi" {
+					t.Errorf("memory limit %s, want 1Gi", got)
+				}
+				vct := s.Spec.VolumeClaimTemplates[0].Spec
+				if vct.StorageClassName == nil || *vct.StorageClassName != "fast" || vct.Resources.Requests.Storage().String() != "5Gi" {
+					t.Errorf("spool claim %+v, want storage class fast and 5Gi", vct)
+				}
+				env := podEnv(t, m, "pod readsync-0", statefulSetPod(s, 0), own.lookup(credentials))
+				if env["READSYNC_CONCURRENCY"] != "16" {
+					t.Errorf("READSYNC_CONCURRENCY %q, want 16 from settings", env["READSYNC_CONCURRENCY"])
+				}
+				want, err := os.ReadFile(chartSchedules)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, _ := os.ReadFile(env["READSYNC_SCHEDULES_FILE"]); strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
+					t.Errorf("the schedules ConfigMap holds\n%s\nwant the file given with --set-file:\n%s", got, want)
+				}
+				j := find[batchv1.Job](t, m, "readsync-backfill")
+				if args := j.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"--backfill", "--schedule", "hourly"}) {
+					t.Errorf("backfill args %q, want --backfill and backfill.extraArgs", args)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flags := tt.flags
+			if tt.replicas != 1 && !slices.Contains(flags, fmt.Sprintf("replicaCount=%d", tt.replicas)) {
+				flags = append(slices.Clone(flags), "--set", fmt.Sprintf("replicaCount=%d", tt.replicas))
+			}
+			m := helmTemplate(t, tt.release, flags...)
+			checkLabels(t, m)
+			name := "readsync"
+			if tt.release != "readsync" {
+				name = tt.release + "-readsync"
+			}
+			checkDaemon(t, m, name, tt.replicas, tt.secret)
+			jobs := all[batchv1.Job](m)
+			switch {
+			case tt.backfill == 0 && len(jobs) > 0:
+				t.Errorf("%s renders a Job with backfill.enabled false", m.what)
+			case tt.backfill > 0:
+				checkBackfill(t, m, name+"-backfill", tt.backfill, tt.secret)
+				claim := find[corev1.PersistentVolumeClaim](t, m, name+"-backfill-spools")
+				if claim.Annotations["helm.sh/resource-policy"] != "keep" {
+					t.Errorf("claim %s: want helm.sh/resource-policy keep: disabling the backfill must not delete spooled rows", claim.Name)
+				}
+			}
+			for _, s := range all[corev1.Secret](m) {
+				t.Errorf("%s renders Secret %q: the chart must never hold credentials", m.what, s.Name)
+			}
+			if tt.check != nil {
+				tt.check(t, m)
+			}
+		})
+	}
+}
+
+// Values that would render pods readsync rejects, or variables set twice,
+// fail at render time with a message naming the value.
+func TestChartRejectsBadValues(t *testing.T) {
+	for _, tt := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--set", "backfill.enabled=true", "--set", "backfill.parallelism=0"}, "backfill.parallelism 0: must be at least 1"},
+		{[]string{"--set", "settings.LOG_LEVEL=debug"}, "settings.LOG_LEVEL: readsync reads only READSYNC_* variables"},
+		{[]string{"--set", "settings.READSYNC_SHARD=0/2"}, "settings.READSYNC_SHARD: set by the chart"},
+		{[]string{"--set", "settings.READSYNC_CLIENT_SECRET=s3cr3t"}, "settings.READSYNC_CLIENT_SECRET: set by the chart"},
+	} {
+		_, err := helmRender(t, "readsync", tt.flags...)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("helm template %q: error %v, want one containing %q", tt.flags, err, tt.want)
+		}
+	}
+}
+
+func TestChartLint(t *testing.T) {
+	for _, flags := range [][]string{nil, {"--set", "backfill.enabled=true", "--set", "replicaCount=3"}} {
+		args := append([]string{"lint", "--strict", helmChart}, flags...)
+		if _, err := toolOutput(t, helmTool, "", args...); err != nil {
+			t.Errorf("helm %s: %v", strings.Join(args, " "), err)
+		}
+	}
+}
+
+// The chart's default release and the kustomize backfill overlay (which
+// holds the base) render the same pods: the same environment, probes,
+// ports, security, resources, volumes and grace, the same claims, the same
+// workload settings. Names and labels may differ.
+func TestChartMatchesKustomize(t *testing.T) {
+	k := kustomizeBuild(t, k8sBackfill)
+	h := helmTemplate(t, "readsync", "--set", "backfill.enabled=true")
+	ks, hs := find[appsv1.StatefulSet](t, k, "readsync"), find[appsv1.StatefulSet](t, h, "readsync")
+	kj, hj := find[batchv1.Job](t, k, "readsync-backfill"), find[batchv1.Job](t, h, "readsync-backfill")
+
+	compareContract(t, "StatefulSet", statefulSetContract(t, k, ks), statefulSetContract(t, h, hs))
+	compareContract(t, "Job", jobContract(t, k, kj), jobContract(t, h, hj))
+	for _, name := range []string{"readsync", ks.Spec.ServiceName} {
+		compareContract(t, "Service "+name, serviceContract(find[corev1.Service](t, k, name)), serviceContract(find[corev1.Service](t, h, name)))
+	}
+	kc := find[corev1.PersistentVolumeClaim](t, k, "readsync-backfill-spools").Spec
+	hc := find[corev1.PersistentVolumeClaim](t, h, "readsync-backfill-spools").Spec
+	compareContract(t, "backfill claim", kc, hc)
+}
+
+func statefulSetContract(t *testing.T, m manifests, s *appsv1.StatefulSet) map[string]any {
+	t.Helper()
+	spec := s.Spec.DeepCopy()
+	var claims []corev1.PersistentVolumeClaimSpec
+	for _, c := range spec.VolumeClaimTemplates {
+		claims = append(claims, c.Spec)
+	}
+	return map[string]any{
+		"replicas": spec.Replicas, "podManagementPolicy": spec.PodManagementPolicy, "updateStrategy": spec.UpdateStrategy,
+		"volumeClaimTemplates": claims, "pod 0": podContract(t, m, statefulSetPod(s, 0)),
+	}
+}
+
+func jobContract(t *testing.T, m manifests, j *batchv1.Job) map[string]any {
+	t.Helper()
+	spec := j.Spec
+	return map[string]any{
+		"completionMode": spec.CompletionMode, "parallelism": spec.Parallelism, "completions": spec.Completions,
+		"backoffLimit": spec.BackoffLimit, "index 0": podContract(t, m, indexedJobPod(j, 0)),
+		"index 2": podContract(t, m, indexedJobPod(j, 2))["environment"],
+	}
+}
+
+// podContract is a pod with its environment resolved and the names of
+// the objects it refers to left out.
+func podContract(t *testing.T, m manifests, p pod) map[string]any {
+	t.Helper()
+	env := podEnv(t, m, m.what+" pod "+p.name, p, exampleSecret.lookup(credentials))
+	schedules, err := os.ReadFile(env["READSYNC_SCHEDULES_FILE"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	env["READSYNC_SCHEDULES_FILE"] = filepath.Base(env["READSYNC_SCHEDULES_FILE"])
+	delete(env, "POD_NAME") // the pod's own name, release-dependent
+	spec := p.spec.DeepCopy()
+	c := &spec.Containers[0]
+	var secrets []corev1.EnvVar
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			secrets = append(secrets, e)
+		}
+	}
+	c.Env, c.EnvFrom = nil, nil
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i].VolumeSource
+		if v.ConfigMap != nil {
+			v.ConfigMap.Name = ""
+		}
+		if v.PersistentVolumeClaim != nil {
+			v.PersistentVolumeClaim.ClaimName = ""
+		}
+	}
+	spec.ServiceAccountName = ""
+	return map[string]any{"spec": spec, "environment": env, "secret references": secrets, "schedules": string(schedules)}
+}
+
+func serviceContract(s *corev1.Service) map[string]any {
+	return map[string]any{
+		"clusterIP": s.Spec.ClusterIP, "ports": s.Spec.Ports, "publishNotReadyAddresses": s.Spec.PublishNotReadyAddresses,
+		"selects component": s.Spec.Selector["app.kubernetes.io/component"],
+	}
+}
+
+// compareContract reports every path at which the kustomize and the chart
+// versions of something differ.
+func compareContract(t *testing.T, what string, kustomize, chart any) {
+	t.Helper()
+	var k, h any
+	for _, p := range []struct {
+		v   any
+		out *any
+	}{{kustomize, &k}, {chart, &h}} {
+		b, err := json.Marshal(p.v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, p.out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range diffJSON(what, k, h) {
+		t.Errorf("kustomize and the chart differ: %s", d)
+	}
+}
+
+func diffJSON(at string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if aok && bok {
+		var out []string
+		keys := map[string]bool{}
+		for k := range am {
+			keys[k] = true
+		}
+		for k := range bm {
+			keys[k] = true
+		}
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			out = append(out, diffJSON(at+"."+k, am[k], bm[k])...)
+		}
+		return out
+	}
+	al, aok := a.([]any)
+	bl, bok := b.([]any)
+	if aok && bok && len(al) == len(bl) {
+		var out []string
+		for i := range al {
+			out = append(out, diffJSON(fmt.Sprintf("%s[%d]", at, i), al[i], bl[i])...)
+		}
+		return out
+	}
+	if reflect.DeepEqual(a, b) {
+		return nil
+	}
+	ab, _ := json.Marshal(a)
+	bb, _ := json.Marshal(b)
+	return []string{fmt.Sprintf("%s: kustomize %s, chart %s", at, ab, bb)}
+}

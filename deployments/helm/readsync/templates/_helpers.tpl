@@ -1,0 +1,119 @@
+{{/* The release's object names: the release name, or release-readsync. */}}
+{{- define "readsync.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 52 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 52 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "readsync.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "readsync.labels" -}}
+{{ include "readsync.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "readsync.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/*
+What the daemon's and the backfill's pods share, as in deployments/k8s:
+a non-root user on a read-only root filesystem, no token, no service links,
+a grace period above READSYNC_SHUTDOWN_GRACE.
+*/}}
+{{- define "readsync.podSpec" -}}
+serviceAccountName: {{ include "readsync.fullname" . }}
+automountServiceAccountToken: false
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+# Service links would add READSYNC_SERVICE_HOST and the like: variables with
+# readsync's prefix that readsync never reads.
+enableServiceLinks: false
+# More than READSYNC_SHUTDOWN_GRACE: a running pass gets that long to
+# finish, then what it fetched is written or spooled.
+terminationGracePeriodSeconds: 60
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  runAsGroup: 65532
+  fsGroup: 65532
+  seccompProfile:
+    type: RuntimeDefault
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The container's settings and environment after READSYNC_SHARD. */}}
+{{- define "readsync.container" -}}
+image: {{ include "readsync.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+envFrom:
+  - configMapRef:
+      name: {{ include "readsync.fullname" . }}-config
+{{- end -}}
+
+{{- define "readsync.env" -}}
+- name: READSYNC_CLIENT_ID
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secret.name }}
+      key: {{ .Values.secret.keys.clientID }}
+- name: READSYNC_CLIENT_SECRET
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secret.name }}
+      key: {{ .Values.secret.keys.clientSecret }}
+- name: READSYNC_CLICKHOUSE_DSN
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.secret.name }}
+      key: {{ .Values.secret.keys.clickhouseDSN }}
+- name: READSYNC_SCHEDULES_FILE
+  value: /etc/readsync/schedules.yaml
+- name: READSYNC_SPOOL_DIR
+  value: /var/lib/readsync/spool
+# Below the spool volume's size, so that readsync's own cap applies first.
+- name: READSYNC_SPOOL_MAX_BYTES
+  value: 1GiB
+- name: READSYNC_SHUTDOWN_GRACE
+  value: 30s
+- name: READSYNC_HTTP_ADDR
+  value: ":9090"
+{{- end -}}
+
+{{- define "readsync.containerTail" -}}
+resources:
+  {{- toYaml .Values.resources | nindent 2 }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop:
+      - ALL
+{{- end -}}
+
+{{/* Rolls the pods when the settings or the schedules change. */}}
+{{- define "readsync.checksum" -}}
+checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+{{- end -}}
