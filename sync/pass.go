@@ -69,6 +69,10 @@ type Config struct {
 	Concurrency int
 	// BatchRows is how many rows are gathered before an INSERT.
 	BatchRows int
+	// SpillDir is where the snapshot rows of a long list wait until the
+	// list has arrived whole; empty means the system's temporary directory.
+	// The files are unlinked at creation and take no name in the directory.
+	SpillDir string
 	// Location is the zone the API's create_at times are written in.
 	Location *time.Location
 	Logger   *slog.Logger
@@ -193,8 +197,14 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
 	w := newWriter(ctx, st, s.cfg.BatchRows, log)
+	var flusher errgroup.Group
+	flusher.Go(func() error {
+		w.run()
+		return nil
+	})
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)
 	w.close()
+	_ = flusher.Wait()
 
 	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
 	rep.Run = sink.Run{
@@ -239,7 +249,8 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 	for range s.cfg.Concurrency {
 		g.Go(func() error {
 			// Each worker reuses one staging buffer for all its names.
-			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows)}
+			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows), snaps: spillFile{dir: s.cfg.SpillDir}}
+			defer st.snaps.close()
 			for name := range jobs {
 				err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name))
 				if err != nil {
@@ -257,9 +268,9 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 	_ = g.Wait()
 }
 
-// spillRows is how many rows of one name are staged before they join the
-// shared batch. Below it, a name's rows are written only once its list has
-// completed; a larger list streams through instead of filling memory.
+// spillRows is how many rows of one name are staged in memory. Below it, a
+// name's rows are written only once its list has completed; a larger list
+// streams through (see stage) instead of filling memory.
 func spillRows(batchRows int) int { return min(max(batchRows/8, 1), 4096) }
 
 // fetchName fetches one project and its messages and hands their rows to
@@ -284,14 +295,14 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 		if snap, ok := b.snapshot(p.ID, m); ok {
 			st.rows.Snapshots = append(st.rows.Snapshots, snap)
 		}
-		st.maybeSpill()
-		return nil
+		return st.maybeSpill()
 	}, func() {
 		// A retried list comes again from its start. Its rows get a newer
-		// version, so they replace any of the failed attempt's rows that
-		// were already spilled; the rest are dropped here.
+		// version, so they replace any of the failed attempt's project and
+		// message rows that were already written; its snapshot rows never
+		// left the stage.
 		messages = 0
-		st.rows.Messages, st.rows.Snapshots = st.rows.Messages[:0], st.rows.Snapshots[:0]
+		st.restart()
 		b.version = s.nextVersion()
 		restoreWarnings()
 	})
@@ -303,7 +314,9 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 		log.Warn("project nft differs from the name asked for", "project_nft", p.NFT)
 	}
 	b.logWarnings(log)
-	st.commit()
+	if err := st.commit(); err != nil {
+		return err
+	}
 	log.Debug("name fetched", "project_id", p.ID, "messages", messages,
 		"duration_ms", time.Since(start).Milliseconds())
 	return nil

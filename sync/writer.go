@@ -129,33 +129,65 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 }
 
 // stage holds one name's rows on one fetch worker until they join the
-// shared batch: all at once when the name's list has completed, or in
-// pieces of spill rows when the list is long.
+// shared batch. A short list's rows join it at once when the list has
+// completed. A long list streams through in pieces of spill rows: its
+// project and message rows join the shared batch as they come (an early
+// write of them is harmless, since the complete list writes them again
+// with a newer version), while its snapshot rows wait in a spill file on
+// disk and join the batch only once the list has arrived whole.
 type stage struct {
 	w     *writer
 	spill int
 	nft   string
 	rows  sink.Batch
+	snaps spillFile
 }
 
 func (s *stage) begin(nft string) {
 	s.nft = nft
 	s.rows.Reset()
+	s.snaps.reset()
 }
 
-func (s *stage) maybeSpill() {
-	if s.rows.Len() >= s.spill {
-		s.w.add(s.nft, &s.rows)
-		s.rows.Reset()
+func (s *stage) maybeSpill() error {
+	if s.rows.Len() < s.spill {
+		return nil
 	}
-}
-
-func (s *stage) commit() {
+	if err := s.snaps.put(s.rows.Snapshots); err != nil {
+		return err
+	}
+	s.rows.Snapshots = s.rows.Snapshots[:0]
 	s.w.add(s.nft, &s.rows)
 	s.rows.Reset()
+	return nil
 }
 
-func (s *stage) abort() { s.rows.Reset() }
+// restart drops what a failed attempt of the list staged, for an attempt
+// that delivers the list again from its start.
+func (s *stage) restart() {
+	s.rows.Messages, s.rows.Snapshots = s.rows.Messages[:0], s.rows.Snapshots[:0]
+	s.snaps.reset()
+}
+
+// commit hands the name's remaining rows to the writer, the spilled
+// snapshots first.
+func (s *stage) commit() error {
+	err := s.snaps.each(func(rows []sink.Snapshot) {
+		s.w.add(s.nft, &sink.Batch{Snapshots: rows})
+	})
+	if err != nil {
+		s.abort()
+		return err
+	}
+	s.w.add(s.nft, &s.rows)
+	s.rows.Reset()
+	return nil
+}
+
+func (s *stage) abort() {
+	s.rows.Reset()
+	s.snaps.reset()
+}
 
 // writer gathers the rows of many names into one shared batch and hands it
 // to a background flusher when it is full, so a pass makes a few large
@@ -174,7 +206,6 @@ type writer struct {
 	batch *sink.Batch
 	names map[string]struct{} // names with rows in batch
 	full  chan fullBatch      // unbuffered: a send waits for the flusher
-	done  chan struct{}
 
 	fetched atomic.Int64 // rows handed to add, for progress reports
 
@@ -200,10 +231,8 @@ func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *wri
 		batch:     &sink.Batch{},
 		names:     make(map[string]struct{}),
 		full:      make(chan fullBatch),
-		done:      make(chan struct{}),
 		failedSet: make(map[string]bool),
 	}
-	go w.flushLoop()
 	return w
 }
 
@@ -241,19 +270,20 @@ func (w *writer) handOff() {
 	w.batch = &sink.Batch{}
 }
 
-// close writes what is left and waits until every batch is stored.
+// close hands over what is left and ends run once it is stored. Nothing
+// may be added after close.
 func (w *writer) close() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.batch.Len() > 0 {
 		w.handOff()
 	}
 	close(w.full)
-	w.mu.Unlock()
-	<-w.done
 }
 
-func (w *writer) flushLoop() {
-	defer close(w.done)
+// run stores the batches handed over until close. The pass starts it and
+// waits for it: the results are complete when run has returned.
+func (w *writer) run() {
 	for fb := range w.full {
 		w.flush(fb)
 	}

@@ -180,7 +180,14 @@ func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sy
 }
 
 func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {
+	spillDir := "" // a dry run has no spool directory; the system's temporary one serves
+	if sp != nil {
+		// In a container the spool directory is the one volume known to
+		// be writable and sized for rows.
+		spillDir = a.cfg.SpoolDir
+	}
 	return sync.New(sync.Config{
+		SpillDir:     spillDir,
 		Source:       a.api,
 		Sink:         s,
 		Spool:        sp,
