@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink"
+)
+
+// newTestApp builds the app run would build from the fixture's
+// environment, logging to log.
+func (f *fixture) newTestApp(t *testing.T, log io.Writer) *app {
+	t.Helper()
+	cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(f.env), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(cfg, newLogger(log, cfg.LogLevel, "json"), io.Discard, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// backlog spools rows of a project the upstream does not know, as if an
+// earlier outage had left them.
+func backlog(t *testing.T, st stores, entries int) {
+	t.Helper()
+	at := sink.TimeOf(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	for i := range entries {
+		b := &sink.Batch{Snapshots: []sink.Snapshot{{ProjectID: 77, MessageID: int64(i), SnapshotAt: at, FetchedAt: at, Version: 1}}}
+		if err := st.spool.PutBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A cron pass writes its own snapshots and leaves the spool alone: a
+// backlog is the background flusher's, and replaying it inside the pass
+// would spend the time the pass has until its next tick.
+func TestCronPassLeavesTheSpoolToTheFlusher(t *testing.T) {
+	projects := apitest.Generate(2, 3, 21)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	log := &lockedBuffer{}
+	a := f.newTestApp(t, log)
+	st, err := a.openStores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	backlog(t, st, 3)
+
+	tick := time.Now().UTC().Truncate(time.Second)
+	a.cronPass(context.Background(), a.syncer(st.ch, st.spool), a.cfg.Schedules[0], tick)
+
+	if n := st.spool.Stats().Entries; n != 3 {
+		t.Errorf("the pass left %d of the 3 spooled entries; log:\n%s", n, log.String())
+	}
+	var snaps uint64
+	f.query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id != 77", &snaps)
+	if snaps != snapshotsOf(projects) {
+		t.Errorf("%d snapshots of the pass written, want %d", snaps, snapshotsOf(projects))
+	}
+}
+
+// The daemon replays what an earlier process spooled as soon as it starts,
+// in the background, without waiting for a tick or a flush interval.
+func TestDaemonFlushesTheSpoolAtStart(t *testing.T) {
+	projects := apitest.Generate(1, 2, 22)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	f.writeSchedules(t, "yearly", "0 0 1 1 *", namesOf(projects))
+	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "1h"
+	a := f.newTestApp(t, io.Discard)
+	st, err := a.openStores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	backlog(t, st, 2)
+	st.Close()
+
+	log, stop := f.startDaemon(t)
+	eventually(t, "the spool flushed", func() bool { return len(spoolEntries(t, f.env["READSYNC_SPOOL_DIR"])) == 0 }, log.String)
+	if code := stop(); code != exitOK {
+		t.Fatalf("daemon exit %d; log:\n%s", code, log.String())
+	}
+	var snaps uint64
+	f.query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id = 77", &snaps)
+	if snaps != 2 || !strings.Contains(log.String(), "spool flushed") {
+		t.Errorf("%d spooled snapshots delivered, want 2; log:\n%s", snaps, log.String())
+	}
+}
