@@ -11,21 +11,27 @@ import (
 )
 
 // check reports on the configuration, the spool, the API and ClickHouse,
-// one line each, and exits 0 only when all are usable. An unusable spool
+// one line each, and exits 0 only when all are usable. It changes
+// nothing: not the spool, not the database. An unusable spool
 // directory is a configuration error (exit 2), like those found before.
 func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 	names := sync.Names(a.cfg.Schedules)
 	fmt.Fprintf(a.stdout, "config: ok (%s: %d schedules, %d nft names)\n",
 		a.cfg.SchedulesFile, len(a.cfg.Schedules), len(names))
 	if !skipClickHouse {
-		sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
-		if err != nil {
+		// Inspected, not opened: a check may run beside the process that
+		// owns the spool, and must not take its lock or touch its files.
+		in, err := spool.Inspect(a.cfg.SpoolDir)
+		switch {
+		case err != nil:
 			fmt.Fprintf(a.stdout, "spool: FAILED: READSYNC_SPOOL_DIR: %v\n", err)
 			return exitConfig
+		case !in.Exists:
+			fmt.Fprintf(a.stdout, "spool: ok (%s: to be created at start)\n", a.cfg.SpoolDir)
+		default:
+			fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used)\n",
+				a.cfg.SpoolDir, in.Entries, in.Bytes, a.cfg.SpoolMaxBytes)
 		}
-		st := sp.Stats()
-		fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used)\n",
-			sp.Dir(), st.Entries, st.Bytes, a.cfg.SpoolMaxBytes)
 	}
 	code := exitOK
 	if err := a.checkAPI(ctx, names[0]); err != nil {

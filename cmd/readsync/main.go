@@ -128,7 +128,12 @@ type stores struct {
 	spool *spool.Spool
 }
 
-func (s stores) Close() { s.ch.Close() }
+// Close disconnects from ClickHouse and then releases the spool, whose
+// lock tells other processes the directory is in use.
+func (s stores) Close() {
+	s.ch.Close()
+	s.spool.Close()
+}
 
 // openStores opens the spool and connects to ClickHouse. An unwritable
 // spool is a configuration error; an unreachable ClickHouse is not an
@@ -144,6 +149,7 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	}
 	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
 	if err != nil {
+		sp.Close()
 		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
 	ch.ObserveInserts(a.metrics.observeInsert)

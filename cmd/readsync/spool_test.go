@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +97,50 @@ func TestDaemonFlushesTheSpoolAtStart(t *testing.T) {
 	if snaps != 2 || !strings.Contains(log.String(), "spool flushed") {
 		t.Errorf("%d spooled snapshots delivered, want 2; log:\n%s", snaps, log.String())
 	}
+}
+
+// One process owns a spool directory: a second one exits 2 and names the
+// directory, and --check still reports on it without touching a file,
+// not even the unfinished entry the owner may be writing.
+func TestSpoolHasOneOwner(t *testing.T) {
+	projects := apitest.Generate(1, 2, 23)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	dir := f.env["READSYNC_SPOOL_DIR"]
+	a := f.newTestApp(t, io.Discard)
+	st, err := a.openStores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	backlog(t, st, 1)
+	writing := filepath.Join(dir, ".tmp-owner-is-writing")
+	if err := os.WriteFile(writing, []byte("\x1f\x8b"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := dirListing(t, dir)
+
+	code, _, stderr := f.run(t, "--backfill")
+	if code != exitConfig || !strings.Contains(stderr, "spool directory "+dir+" is in use by another readsync process") {
+		t.Errorf("second process: exit %d, want 2 and a message naming %s:\n%s", code, dir, stderr)
+	}
+	code, stdout, stderr := f.run(t, "--check")
+	if code != exitOK || !strings.Contains(stdout, "spool: ok ("+dir+": 1 entries waiting") {
+		t.Errorf("--check beside the owner: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if after := dirListing(t, dir); !slices.Equal(before, after) {
+		t.Errorf("the spool directory changed: %v, then %v", before, after)
+	}
+}
+
+func dirListing(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
 }
