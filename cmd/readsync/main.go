@@ -83,6 +83,8 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 		return a.check(ctx, f.dryRun)
 	case f.backfill:
 		return a.backfill(ctx, f)
+	case f.flushSpool:
+		return a.replaySpool(ctx)
 	default:
 		return a.daemon(ctx)
 	}
@@ -175,6 +177,36 @@ func (a *app) flushSpool(ctx context.Context, s stores) {
 		return
 	}
 	a.log.Info("spool flushed", "flushed", n, "entries_left", left.Entries)
+}
+
+// replaySpool is --flush-spool: it replays the spool into ClickHouse and
+// exits 0 when the spool is empty afterwards, 3 when entries remain.
+func (a *app) replaySpool(ctx context.Context) int {
+	st, err := a.openStores(ctx)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
+		return exitConfig
+	}
+	defer st.Close()
+	a.flushSpool(ctx, st)
+	if a.spoolWaits(st) {
+		return exitSpooled
+	}
+	a.log.Info("spool empty", "dir", st.spool.Dir())
+	return exitOK
+}
+
+// spoolWaits reports whether entries wait in the spool and, when they
+// do, says where and how to deliver them: the operator's next step after
+// exit code 3.
+func (a *app) spoolWaits(st stores) bool {
+	left := st.spool.Stats()
+	if left.Entries == 0 {
+		return false
+	}
+	a.log.Warn("rows wait in the spool: deliver them with `readsync --flush-spool` once ClickHouse answers",
+		"dir", st.spool.Dir(), "entries", left.Entries, "bytes", left.Bytes)
+	return true
 }
 
 // runPass runs one pass and records it in the metrics.

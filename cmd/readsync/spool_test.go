@@ -144,3 +144,73 @@ func dirListing(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// Exit 3 says where the rows wait and how to deliver them; --flush-spool
+// delivers them, exiting 3 while ClickHouse refuses and 0 once the spool
+// is empty.
+func TestFlushSpoolDeliversTheSpool(t *testing.T) {
+	projects := apitest.Generate(3, 4, 24)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	proxy := f.db.NewProxy(t)
+	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	dir := f.env["READSYNC_SPOOL_DIR"]
+
+	proxy.Down()
+	code, _, stderr := f.run(t, "--backfill")
+	if code != exitSpooled || !strings.Contains(stderr, "readsync --flush-spool") || !strings.Contains(stderr, `"dir":"`+dir+`"`) {
+		t.Fatalf("backfill during the outage: exit %d, want 3 and the way to deliver %s:\n%s", code, dir, stderr)
+	}
+	if code, _, stderr := f.run(t, "--flush-spool"); code != exitSpooled {
+		t.Fatalf("--flush-spool during the outage: exit %d, want 3:\n%s", code, stderr)
+	}
+
+	proxy.Up()
+	if code, _, stderr := f.run(t, "--flush-spool"); code != exitOK {
+		t.Fatalf("--flush-spool: exit %d, want 0:\n%s", code, stderr)
+	}
+	if left := spoolEntries(t, dir); len(left) != 0 {
+		t.Errorf("spool still holds %v", left)
+	}
+	f.exactlyOnce(t, snapshotsOf(projects))
+}
+
+// A long list that breaks off mid-way leaves none of its project's
+// snapshots at that tick, and the run counts each written snapshot once;
+// the retried backfill writes them all, with one version.
+func TestBrokenLongListLeavesNoSnapshots(t *testing.T) {
+	projects := apitest.Generate(2, 6000, 25)
+	projects[1].Messages = projects[1].Messages[:5]
+	long := projects[0]
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+		apitest.WithListFault(long.ID, apitest.Truncated(0)))
+	f.env["READSYNC_BATCH_ROWS"] = "2000" // the list streams through in pieces of 250 rows
+	f.env["READSYNC_MAX_RETRIES"] = "1"
+	at := "2026-06-01T10:00:00Z"
+
+	code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want 1; log:\n%s", code, stderr)
+	}
+	var messages, snaps, runMessages uint64
+	where := " WHERE project_id = " + itoa(uint64(long.ID))
+	f.query(t, "SELECT count() FROM {db}.messages"+where, &messages)
+	if messages < 250 {
+		t.Fatalf("%d message rows of the broken list written: nothing streamed, the test proves nothing", messages)
+	}
+	f.query(t, "SELECT count() FROM {db}.message_read_snapshots"+where, &snaps)
+	f.query(t, "SELECT messages FROM {db}.sync_runs", &runMessages)
+	if snaps != 0 || runMessages != 5 {
+		t.Errorf("%d snapshots of the broken list, run counts %d: want none of the list and the other name's 5", snaps, runMessages)
+	}
+
+	f.srv.SetListFault(long.ID, apitest.Fault{})
+	if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at, "--nft", long.NFT); code != exitOK {
+		t.Fatalf("retry: exit %d; log:\n%s", code, stderr)
+	}
+	var versions uint64
+	f.query(t, "SELECT count(), uniqExact(version) FROM {db}.message_read_snapshots FINAL"+where, &snaps, &versions)
+	f.query(t, "SELECT messages FROM {db}.sync_runs WHERE nft_total = 1", &runMessages)
+	if snaps != 6000 || versions != 1 || runMessages != 6000 {
+		t.Errorf("%d snapshots with %d versions, run counts %d: want 6000 of one version", snaps, versions, runMessages)
+	}
+}
