@@ -6,8 +6,11 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -150,6 +153,31 @@ func (e NameError) Error() string { return fmt.Sprintf("nft %q: %v", e.NFT, e.Er
 // Unwrap returns the cause.
 func (e NameError) Unwrap() error { return e.Err }
 
+// CutOff reports whether the name failed because its pass ended (its
+// deadline, or shutdown) before the name was done, rather than for a
+// reason of its own.
+func (e NameError) CutOff() bool {
+	var c *cutOffError
+	return errors.As(e.Err, &c)
+}
+
+// cutOffError is the failure of a name that the end of its pass cut off.
+// It says why the pass ended, the cause its context was ended with (see
+// context.WithDeadlineCause), rather than what that did to the name's
+// request, which would read as a fault of the upstream ("no complete
+// response within the request timeout").
+type cutOffError struct{ cause error }
+
+func (e *cutOffError) Error() string {
+	if e.cause == context.Canceled || e.cause == context.DeadlineExceeded {
+		// No cause given: say at least that the pass ended, not the name.
+		return "pass ended before this name was done: " + e.cause.Error()
+	}
+	return e.cause.Error()
+}
+
+func (e *cutOffError) Unwrap() error { return e.cause }
+
 // Report is the outcome of a pass.
 type Report struct {
 	// Run is the record written to sync_runs.
@@ -220,6 +248,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 		Messages:   uint64(w.snapshots),
 	}
 	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled)
+	logCutOff(ctx, w.failed, snapshotAt, log)
 	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
 		"rows", rep.Rows, "rows_spooled", rep.Spooled, "duration_ms", time.Since(started).Milliseconds())
 
@@ -254,6 +283,10 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 			for name := range jobs {
 				err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name))
 				if err != nil {
+					if ctx.Err() != nil {
+						// Run reports the cut-off names in one line, not one each.
+						err = &cutOffError{cause: context.Cause(ctx)}
+					}
 					w.fail(name, err)
 					failed.Add(1)
 				}
@@ -277,7 +310,7 @@ func spillRows(batchRows int) int { return min(max(batchRows/8, 1), 4096) }
 // the writer through st.
 func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time, st *stage, log *slog.Logger) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pass ended before this name was fetched: %w", err)
+		return err
 	}
 	start := s.cfg.Now()
 	p, err := s.cfg.Source.ProjectDetails(ctx, nft)
@@ -322,9 +355,30 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	return nil
 }
 
+// logCutOff logs, in one line, that the pass ended before all of its
+// names were done: why, when, and how many names it cut off. The names
+// themselves are in the report and the run record.
+func logCutOff(ctx context.Context, failed []NameError, snapshotAt time.Time, log *slog.Logger) {
+	n := 0
+	for _, f := range failed {
+		if f.CutOff() {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	attrs := []any{"cause", context.Cause(ctx).Error(), "snapshot_at", snapshotAt, "names_cut_off", n}
+	if d, ok := ctx.Deadline(); ok {
+		attrs = append(attrs, "deadline", d.UTC())
+	}
+	log.Warn("pass cut off before all names were done", attrs...)
+}
+
 // status summarises a pass for sync_runs: its status and, when names
 // failed or rows had to be spooled, an error text that says so, naming the
-// first few failed names.
+// first few failed names. Names the end of the pass cut off share one
+// cause, which is given once.
 func status(total int, failed []NameError, spooledRows int) (string, string) {
 	note := ""
 	if spooledRows > 0 {
@@ -337,23 +391,39 @@ func status(total int, failed []NameError, spooledRows int) (string, string) {
 	if len(failed) == total {
 		st = StatusFailed
 	}
+	var own, cut []NameError
+	for _, f := range failed {
+		if f.CutOff() {
+			cut = append(cut, f)
+		} else {
+			own = append(own, f)
+		}
+	}
 	const show = 3
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d names failed: ", len(failed), total)
-	for i, f := range failed {
+	parts := make([]string, 0, show+3)
+	for i, f := range own {
 		if i == show {
-			fmt.Fprintf(&b, "; and %d more", len(failed)-show)
+			parts = append(parts, fmt.Sprintf("and %d more", len(own)-show))
 			break
 		}
-		if i > 0 {
-			b.WriteString("; ")
+		parts = append(parts, f.Error())
+	}
+	if len(cut) > 0 {
+		slices.SortFunc(cut, func(a, b NameError) int { return strings.Compare(a.NFT, b.NFT) })
+		quoted := make([]string, 0, show)
+		for _, f := range cut[:min(len(cut), show)] {
+			quoted = append(quoted, strconv.Quote(f.NFT))
 		}
-		b.WriteString(f.Error())
+		more := ""
+		if len(cut) > show {
+			more = fmt.Sprintf(" and %d more", len(cut)-show)
+		}
+		parts = append(parts, fmt.Sprintf("nft %s%s: %v", strings.Join(quoted, ", "), more, cut[0].Err))
 	}
 	if note != "" {
-		b.WriteString("; " + note)
+		parts = append(parts, note)
 	}
-	return st, b.String()
+	return st, fmt.Sprintf("%d of %d names failed: %s", len(failed), total, strings.Join(parts, "; "))
 }
 
 func dedupe(names []string) []string {

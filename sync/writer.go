@@ -325,6 +325,9 @@ func (w *writer) failLocked(nft string, err error) {
 		return
 	}
 	w.failedSet[nft] = true
-	w.failed = append(w.failed, NameError{NFT: nft, Err: err})
-	w.log.Error("name failed", "nft", nft, "err", err)
+	ne := NameError{NFT: nft, Err: err}
+	w.failed = append(w.failed, ne)
+	if !ne.CutOff() {
+		w.log.Error("name failed", "nft", nft, "err", err)
+	}
 }

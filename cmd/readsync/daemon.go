@@ -139,7 +139,11 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 		tick = time.Now()
 	}
 	tick = tick.UTC().Truncate(time.Second)
-	ctx, cancel := context.WithDeadline(ctx, s.Spec.Next(tick))
+	next := s.Spec.Next(tick)
+	// The cause is what the names the deadline cuts off report, in the log
+	// and in sync_runs, rather than the timeout of their last request.
+	ctx, cancel := context.WithDeadlineCause(ctx, next,
+		fmt.Errorf("cut off by the next tick at %s", next.UTC().Format(time.RFC3339)))
 	defer cancel()
 	_, err := a.runPass(ctx, syncer, sync.Pass{
 		Names:      s.NFTNames,

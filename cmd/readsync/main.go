@@ -244,7 +244,9 @@ func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {
 func withGrace(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	stop := context.AfterFunc(parent, func() {
-		t := time.AfterFunc(grace, func() { cancel(sync.ErrShutdown) })
+		t := time.AfterFunc(grace, func() {
+			cancel(fmt.Errorf("cut off by shutdown after the grace of %s: %w", grace, sync.ErrShutdown))
+		})
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	return ctx, func() {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +213,42 @@ func TestBrokenLongListLeavesNoSnapshots(t *testing.T) {
 	f.query(t, "SELECT messages FROM {db}.sync_runs WHERE nft_total = 1", &runMessages)
 	if snaps != 6000 || versions != 1 || runMessages != 6000 {
 		t.Errorf("%d snapshots with %d versions, run counts %d: want 6000 of one version", snaps, versions, runMessages)
+	}
+}
+
+// A cron pass its next tick cuts off logs that once, with the deadline,
+// and records the names it cut off as cut off by the next tick, not as
+// request timeouts.
+func TestCronPassCutOffByTheNextTick(t *testing.T) {
+	projects := apitest.Generate(3, 2, 26)
+	opts := []apitest.Option{apitest.WithProjects(projects...)}
+	for _, p := range projects[1:] {
+		opts = append(opts, apitest.WithFault(p.NFT, apitest.Slow(time.Minute)))
+	}
+	f := newFixture(t, namesOf(projects), opts...)
+	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	log := &lockedBuffer{}
+	a := f.newTestApp(t, log)
+	st, err := a.openStores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+
+	// A tick at the coming second leaves the fast name at least a second.
+	tick := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	a.cronPass(context.Background(), a.syncer(st.ch, st.spool), a.cfg.Schedules[0], tick)
+
+	next := tick.Add(time.Second).Format(time.RFC3339)
+	var status, runErr string
+	f.query(t, "SELECT status, error FROM {db}.sync_runs", &status, &runErr)
+	if want := "2 of 3 names failed: nft " + strconv.Quote(projects[1].NFT) + ", " + strconv.Quote(projects[2].NFT) +
+		": cut off by the next tick at " + next; status != "partial" || runErr != want {
+		t.Errorf("run recorded %s, %q; want partial, %q", status, runErr, want)
+	}
+	out := log.String()
+	if strings.Count(out, "pass cut off") != 1 || strings.Contains(out, "name failed") || strings.Contains(out, "request timeout") ||
+		!strings.Contains(out, `"deadline":"`+next+`"`) {
+		t.Errorf("want one line saying the pass was cut off, with its deadline, and none per name:\n%s", out)
 	}
 }
