@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/readsync/readsync/sink"
 )
 
 // flags are the command-line options; the names are a contract.
@@ -55,8 +57,8 @@ func (s snapshotFlag) Set(v string) error {
 	if t.Nanosecond() != 0 {
 		return errors.New("snapshots are stamped in whole seconds; drop the fraction")
 	}
-	if t.Unix() < 0 || t.Unix() > 1<<32-1 {
-		return errors.New("outside what a ClickHouse DateTime holds (1970 to 2106)")
+	if err := sink.CheckTime(t); err != nil {
+		return err
 	}
 	*s.t = t.UTC()
 	return nil
