@@ -12,6 +12,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/readsync/readsync/internal/backoffpolicy"
 	"github.com/readsync/readsync/sink"
 )
 
@@ -99,12 +100,7 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 	case ctx.Err() != nil, s.spool == nil:
 		ctx = context.WithoutCancel(ctx)
 	}
-	b := &backoff.ExponentialBackOff{
-		InitialInterval:     s.backoff,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         30 * time.Second,
-	}
+	b := backoffpolicy.New(s.backoff)
 	attempts := s.attempts
 	if s.down {
 		attempts = 1
