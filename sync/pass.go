@@ -30,12 +30,6 @@ type Source interface {
 	ListMessages(ctx context.Context, projectID int64, fn func(apiclient.Message) error, restart func()) error
 }
 
-// Sink is where a pass puts its rows and its run record.
-type Sink interface {
-	Write(ctx context.Context, b *sink.Batch) error
-	RecordRun(ctx context.Context, r sink.Run) error
-}
-
 // Triggers recorded in sync_runs.trigger.
 const (
 	TriggerCron     = "cron"
@@ -60,7 +54,7 @@ const (
 // Config configures a Syncer. Source and Sink are required.
 type Config struct {
 	Source Source
-	Sink   Sink
+	Sink   sink.Writer
 	// Spool, when set, keeps the rows and run records the sink still
 	// refuses after WriteAttempts tries.
 	Spool Spool

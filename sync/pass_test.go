@@ -54,7 +54,7 @@ func (m *memSink) RecordRun(ctx context.Context, r sink.Run) error {
 	return nil
 }
 
-func newSyncer(t *testing.T, out sync.Sink, batchRows int, projects ...apitest.Project) (*sync.Syncer, *apitest.Server) {
+func newSyncer(t *testing.T, out sink.Writer, batchRows int, projects ...apitest.Project) (*sync.Syncer, *apitest.Server) {
 	t.Helper()
 	srv := apitest.NewServer(apitest.WithProjects(projects...))
 	t.Cleanup(srv.Close)

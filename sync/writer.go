@@ -34,7 +34,7 @@ const writeTimeout = 2 * time.Minute
 // store is how a pass gets rows and run records into the sink: a few
 // attempts with backoff, then the spool.
 type store struct {
-	sink     Sink
+	sink     sink.Writer
 	spool    Spool // nil: nowhere to fall back to
 	attempts int
 	backoff  time.Duration

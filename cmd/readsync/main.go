@@ -217,7 +217,7 @@ func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sy
 	return rep, err
 }
 
-func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {
+func (a *app) syncer(s sink.Writer, sp sync.Spool) *sync.Syncer {
 	spillDir := "" // a dry run has no spool directory; the system's temporary one serves
 	if sp != nil {
 		// In a container the spool directory is the one volume known to

@@ -38,12 +38,6 @@ var ErrFull = errors.New("spool is full")
 // directory open.
 var ErrLocked = errors.New("in use by another readsync process")
 
-// Target is where Flush replays entries.
-type Target interface {
-	Write(ctx context.Context, b *sink.Batch) error
-	RecordRun(ctx context.Context, r sink.Run) error
-}
-
 // entry is the content of one spool file.
 type entry struct {
 	// Format is bumped when the layout changes incompatibly, so an old
@@ -365,7 +359,7 @@ func (s *Spool) release(size int64) {
 // after t accepted it. It stops at the first entry t refuses, leaving it
 // and the later ones for the next flush, and returns how many entries it
 // delivered. Entries put while a flush runs may wait for the next one.
-func (s *Spool) Flush(ctx context.Context, t Target) (int, error) {
+func (s *Spool) Flush(ctx context.Context, t sink.Writer) (int, error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	names, err := s.pending()
@@ -404,7 +398,7 @@ func (s *Spool) Flush(ctx context.Context, t Target) (int, error) {
 	return done, nil
 }
 
-func (s *Spool) deliver(ctx context.Context, t Target, e entry) error {
+func (s *Spool) deliver(ctx context.Context, t sink.Writer, e entry) error {
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	if e.Batch != nil {
