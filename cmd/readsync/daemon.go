@@ -26,19 +26,20 @@ func (a *app) daemon(ctx context.Context) int {
 	// The listener answers from the start: liveness at once, readiness
 	// once ClickHouse is migrated and answering.
 	probes := &probes{}
-	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
-	httpDone := a.serveHTTP(httpCtx, ln, probes)
-	defer func() {
-		stopHTTP()
-		<-httpDone
-	}()
+	hs := a.serveHTTP(ln, probes)
 
 	st, err := a.openStores(ctx)
 	if err != nil {
+		hs.stop()
 		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
 		return exitConfig
 	}
-	defer st.Close()
+	// Stop in the reverse order of start: the HTTP server reports on
+	// ClickHouse, so it has stopped before ClickHouse closes.
+	defer func() {
+		hs.stop()
+		st.Close()
+	}()
 	probes.setReady(a.readiness(st))
 	syncer := a.syncer(st.ch, st.spool)
 
