@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	gosync "sync"
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
@@ -41,6 +42,8 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		syncer = a.syncer(st.ch, st.spool)
 	}
 	prog := newProgress(a.log, a.stderr, len(names))
+	var reporter gosync.WaitGroup
+	reporter.Go(prog.run)
 	rep, err := a.runPass(passCtx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
@@ -48,6 +51,8 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		SnapshotAt: f.snapshotAt,
 		Progress:   prog.update,
 	})
+	prog.close()
+	reporter.Wait()
 	prog.finish(rep)
 	if err != nil {
 		a.log.Error("backfill could not be recorded", "err", err)
