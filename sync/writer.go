@@ -149,11 +149,12 @@ func (s *stage) maybeSpill() error {
 	if s.rows.Len() < s.spill {
 		return nil
 	}
+	held := len(s.rows.Snapshots)
 	if err := s.snaps.put(s.rows.Snapshots); err != nil {
 		return err
 	}
 	s.rows.Snapshots = s.rows.Snapshots[:0]
-	s.w.add(s.nft, &s.rows)
+	s.w.add(s.nft, &s.rows, held)
 	s.rows.Reset()
 	return nil
 }
@@ -169,13 +170,13 @@ func (s *stage) restart() {
 // snapshots first.
 func (s *stage) commit() error {
 	err := s.snaps.each(func(rows []sink.Snapshot) {
-		s.w.add(s.nft, &sink.Batch{Snapshots: rows})
+		s.w.add(s.nft, &sink.Batch{Snapshots: rows}, 0)
 	})
 	if err != nil {
 		s.abort()
 		return err
 	}
-	s.w.add(s.nft, &s.rows)
+	s.w.add(s.nft, &s.rows, 0)
 	s.rows.Reset()
 	return nil
 }
@@ -198,8 +199,9 @@ type writer struct {
 	limit int
 	log   *slog.Logger
 
-	mu    gosync.Mutex // guards batch and names; held while waiting for room
+	mu    gosync.Mutex // guards batch, held and names; held while waiting for room
 	batch *sink.Batch
+	held  int                 // rows counted towards batch that wait on disk
 	names map[string]struct{} // names with rows in batch
 	full  chan fullBatch      // unbuffered: a send waits for the flusher
 
@@ -233,8 +235,11 @@ func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *wri
 }
 
 // add copies rows of the name nft into the shared batch, handing the batch
-// to the flusher when it is full.
-func (w *writer) add(nft string, rows *sink.Batch) {
+// to the flusher when it is full. held counts rows that came with these but
+// wait on disk (see stage): they count towards the batch as if they were
+// in it, so that a batch of a long list's message rows alone holds no more
+// rows' worth of memory than a batch of messages and snapshots would.
+func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	if rows.Len() == 0 {
 		return
 	}
@@ -245,7 +250,8 @@ func (w *writer) add(nft string, rows *sink.Batch) {
 	w.batch.Messages = append(w.batch.Messages, rows.Messages...)
 	w.batch.Snapshots = append(w.batch.Snapshots, rows.Snapshots...)
 	w.names[nft] = struct{}{}
-	if w.batch.Len() >= w.limit {
+	w.held += held
+	if w.batch.Len()+w.held >= w.limit {
 		w.handOff()
 	}
 }
@@ -263,7 +269,7 @@ func (w *writer) handOff() {
 	}
 	clear(w.names)
 	w.full <- fullBatch{b: w.batch, names: names}
-	w.batch = &sink.Batch{}
+	w.batch, w.held = &sink.Batch{}, 0
 }
 
 // close hands over what is left and ends run once it is stored. Nothing
