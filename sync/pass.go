@@ -298,7 +298,8 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 // spillRows is how many rows of one name are staged in memory. Below it, a
 // name's rows are written only once its list has completed; a larger list
 // streams through (see stage) instead of filling memory.
-func spillRows(batchRows int) int { return min(max(batchRows/8, 1), 4096) }
+// Staging fewer than 64 rows would save nothing worth a file.
+func spillRows(batchRows int) int { return min(max(batchRows/8, 64), 4096) }
 
 // fetchName fetches one project and its messages and hands their rows to
 // the writer through st.

@@ -170,7 +170,8 @@ func (s *stage) restart() {
 // snapshots first.
 func (s *stage) commit() error {
 	err := s.snaps.each(func(rows []sink.Snapshot) {
-		s.w.add(s.nft, &sink.Batch{Snapshots: rows}, 0)
+		// These rows were counted while they waited on disk.
+		s.w.add(s.nft, &sink.Batch{Snapshots: rows}, -len(rows))
 	})
 	if err != nil {
 		s.abort()
@@ -238,7 +239,8 @@ func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *wri
 // to the flusher when it is full. held counts rows that came with these but
 // wait on disk (see stage): they count towards the batch as if they were
 // in it, so that a batch of a long list's message rows alone holds no more
-// rows' worth of memory than a batch of messages and snapshots would.
+// rows' worth of memory than a batch of messages and snapshots would; a
+// negative held says that rows counted so have arrived.
 func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	if rows.Len() == 0 {
 		return
@@ -250,7 +252,7 @@ func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	w.batch.Messages = append(w.batch.Messages, rows.Messages...)
 	w.batch.Snapshots = append(w.batch.Snapshots, rows.Snapshots...)
 	w.names[nft] = struct{}{}
-	w.held += held
+	w.held = max(w.held+held, 0) // a hand-off in between forgot them
 	if w.batch.Len()+w.held >= w.limit {
 		w.handOff()
 	}
