@@ -11,13 +11,13 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/readsync/readsync/internal/backoffpolicy"
 )
 
 // Retry policy defaults for Config fields left zero.
 const (
 	DefaultRetryBackoff = 500 * time.Millisecond
-	// maxBackoff caps the exponential wait between two attempts.
-	maxBackoff = 30 * time.Second
 	// maxRetryAfter caps how long a Retry-After header can make us wait;
 	// a server asking for an hour is better answered by the next pass.
 	maxRetryAfter = 5 * time.Minute
@@ -40,12 +40,7 @@ func (e *callbackError) Unwrap() error { return e.err }
 // but also for passing trouble. Everything else (other 4xx, a body over the
 // size limit, the caller's own errors) fails at once.
 func (c *Client) retry(ctx context.Context, op string, attempt func() error, logAttrs ...any) error {
-	b := &backoff.ExponentialBackOff{
-		InitialInterval:     c.backoff,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         maxBackoff,
-	}
+	b := backoffpolicy.New(c.backoff)
 	attempts, envelopes := 0, 0
 	var last error
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {

@@ -3,7 +3,10 @@
 // It knows nothing of the upstream API.
 package sink
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Project is one row of the projects table.
 type Project struct {
@@ -65,6 +68,17 @@ type Run struct {
 	Messages   uint64    `json:"messages"`
 	Status     string    `json:"status"`
 	Error      string    `json:"error"`
+}
+
+// Writer is where rows and run records are written: ClickHouse, or JSON
+// lines for a dry run. A pass writes to one, and the spool replays into
+// one what it kept.
+type Writer interface {
+	// Write writes a batch; rows written before are harmless to write
+	// again, since every table keeps one row per key.
+	Write(ctx context.Context, b *Batch) error
+	// RecordRun writes a pass's record.
+	RecordRun(ctx context.Context, r Run) error
 }
 
 // Batch is a set of rows written together: one INSERT per non-empty table.

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -13,17 +14,37 @@ import (
 // twice while one batch is written and the next one fills.
 type Time uint32
 
+// MinTime and MaxTime are the first and last second a ClickHouse DateTime
+// holds.
+var (
+	MinTime = time.Unix(0, 0).UTC()
+	MaxTime = time.Unix(math.MaxUint32, 0).UTC()
+)
+
+// ErrTimeRange marks a time that a ClickHouse DateTime cannot hold.
+var ErrTimeRange = errors.New("outside what a ClickHouse DateTime holds (1970 to 2106)")
+
+// CheckTime returns an error wrapping ErrTimeRange when t is before MinTime
+// or after MaxTime. Times that come from outside (the API, the command
+// line) are checked with it before they become a Time.
+func CheckTime(t time.Time) error {
+	if t.Before(MinTime) || t.After(MaxTime) {
+		return fmt.Errorf("%s is %w", t.UTC().Format(time.RFC3339), ErrTimeRange)
+	}
+	return nil
+}
+
 // TimeOf returns t as a Time, dropping fractions of a second. A time outside
 // what a DateTime holds is clamped to its first or last second rather than
 // wrapped around: callers check the range of times that come from outside
-// (see sync.ParseSourceTime), so only a wrong clock gets here.
+// with CheckTime, so only a wrong clock gets here.
 func TimeOf(t time.Time) Time {
 	s := t.Unix()
 	switch {
-	case s < 0:
-		return 0
-	case s > math.MaxUint32:
-		return math.MaxUint32
+	case s < MinTime.Unix():
+		return Time(MinTime.Unix())
+	case s > MaxTime.Unix():
+		return Time(MaxTime.Unix())
 	}
 	return Time(s)
 }

@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -34,6 +35,30 @@ func TestTimeOf(t *testing.T) {
 			}
 			if got.Time().Location() != time.UTC {
 				t.Errorf("Time() is in %v, want UTC", got.Time().Location())
+			}
+		})
+	}
+}
+
+// CheckTime is the one range check of times from outside: the API's
+// create_at and --snapshot-at go through it.
+func TestCheckTime(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   time.Time
+		ok   bool
+	}{
+		{"first second", time.Unix(0, 0), true},
+		{"last second", time.Unix(math.MaxUint32, 0), true},
+		{"in another zone", time.Date(1970, 1, 1, 8, 0, 0, 0, time.FixedZone("UTC+8", 8*3600)), true},
+		{"a second before", time.Unix(-1, 0), false},
+		{"a second after", time.Unix(math.MaxUint32+1, 0), false},
+		{"zero time", time.Time{}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := sink.CheckTime(c.in)
+			if (err == nil) != c.ok || (err != nil && !errors.Is(err, sink.ErrTimeRange)) {
+				t.Errorf("CheckTime(%v) = %v, want ok %t", c.in, err, c.ok)
 			}
 		})
 	}

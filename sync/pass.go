@@ -6,8 +6,11 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,12 +28,6 @@ type Source interface {
 	// ListMessages streams a project's messages to fn; restart is called
 	// before a retried attempt delivers them again from the start.
 	ListMessages(ctx context.Context, projectID int64, fn func(apiclient.Message) error, restart func()) error
-}
-
-// Sink is where a pass puts its rows and its run record.
-type Sink interface {
-	Write(ctx context.Context, b *sink.Batch) error
-	RecordRun(ctx context.Context, r sink.Run) error
 }
 
 // Triggers recorded in sync_runs.trigger.
@@ -57,7 +54,7 @@ const (
 // Config configures a Syncer. Source and Sink are required.
 type Config struct {
 	Source Source
-	Sink   Sink
+	Sink   sink.Writer
 	// Spool, when set, keeps the rows and run records the sink still
 	// refuses after WriteAttempts tries.
 	Spool Spool
@@ -69,6 +66,10 @@ type Config struct {
 	Concurrency int
 	// BatchRows is how many rows are gathered before an INSERT.
 	BatchRows int
+	// SpillDir is where the snapshot rows of a long list wait until the
+	// list has arrived whole; empty means the system's temporary directory.
+	// The files are unlinked at creation and take no name in the directory.
+	SpillDir string
 	// Location is the zone the API's create_at times are written in.
 	Location *time.Location
 	Logger   *slog.Logger
@@ -146,6 +147,31 @@ func (e NameError) Error() string { return fmt.Sprintf("nft %q: %v", e.NFT, e.Er
 // Unwrap returns the cause.
 func (e NameError) Unwrap() error { return e.Err }
 
+// CutOff reports whether the name failed because its pass ended (its
+// deadline, or shutdown) before the name was done, rather than for a
+// reason of its own.
+func (e NameError) CutOff() bool {
+	var c *cutOffError
+	return errors.As(e.Err, &c)
+}
+
+// cutOffError is the failure of a name that the end of its pass cut off.
+// It says why the pass ended, the cause its context was ended with (see
+// context.WithDeadlineCause), rather than what that did to the name's
+// request, which would read as a fault of the upstream ("no complete
+// response within the request timeout").
+type cutOffError struct{ cause error }
+
+func (e *cutOffError) Error() string {
+	if e.cause == context.Canceled || e.cause == context.DeadlineExceeded {
+		// No cause given: say at least that the pass ended, not the name.
+		return "pass ended before this name was done: " + e.cause.Error()
+	}
+	return e.cause.Error()
+}
+
+func (e *cutOffError) Unwrap() error { return e.cause }
+
 // Report is the outcome of a pass.
 type Report struct {
 	// Run is the record written to sync_runs.
@@ -193,8 +219,14 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
 	w := newWriter(ctx, st, s.cfg.BatchRows, log)
+	var flusher errgroup.Group
+	flusher.Go(func() error {
+		w.run()
+		return nil
+	})
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)
 	w.close()
+	_ = flusher.Wait()
 
 	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
 	rep.Run = sink.Run{
@@ -210,6 +242,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 		Messages:   uint64(w.snapshots),
 	}
 	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled)
+	logCutOff(ctx, w.failed, snapshotAt, log)
 	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
 		"rows", rep.Rows, "rows_spooled", rep.Spooled, "duration_ms", time.Since(started).Milliseconds())
 
@@ -239,10 +272,15 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 	for range s.cfg.Concurrency {
 		g.Go(func() error {
 			// Each worker reuses one staging buffer for all its names.
-			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows)}
+			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows), snaps: spillFile{dir: s.cfg.SpillDir}}
+			defer st.snaps.close()
 			for name := range jobs {
 				err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name))
 				if err != nil {
+					if ctx.Err() != nil {
+						// Run reports the cut-off names in one line, not one each.
+						err = &cutOffError{cause: context.Cause(ctx)}
+					}
 					w.fail(name, err)
 					failed.Add(1)
 				}
@@ -257,16 +295,17 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 	_ = g.Wait()
 }
 
-// spillRows is how many rows of one name are staged before they join the
-// shared batch. Below it, a name's rows are written only once its list has
-// completed; a larger list streams through instead of filling memory.
-func spillRows(batchRows int) int { return min(max(batchRows/8, 1), 4096) }
+// spillRows is how many rows of one name are staged in memory. Below it, a
+// name's rows are written only once its list has completed; a larger list
+// streams through (see stage) instead of filling memory.
+// Staging fewer than 64 rows would save nothing worth a file.
+func spillRows(batchRows int) int { return min(max(batchRows/8, 64), 4096) }
 
 // fetchName fetches one project and its messages and hands their rows to
 // the writer through st.
 func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time, st *stage, log *slog.Logger) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("pass ended before this name was fetched: %w", err)
+		return err
 	}
 	start := s.cfg.Now()
 	p, err := s.cfg.Source.ProjectDetails(ctx, nft)
@@ -284,14 +323,14 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 		if snap, ok := b.snapshot(p.ID, m); ok {
 			st.rows.Snapshots = append(st.rows.Snapshots, snap)
 		}
-		st.maybeSpill()
-		return nil
+		return st.maybeSpill()
 	}, func() {
 		// A retried list comes again from its start. Its rows get a newer
-		// version, so they replace any of the failed attempt's rows that
-		// were already spilled; the rest are dropped here.
+		// version, so they replace any of the failed attempt's project and
+		// message rows that were already written; its snapshot rows never
+		// left the stage.
 		messages = 0
-		st.rows.Messages, st.rows.Snapshots = st.rows.Messages[:0], st.rows.Snapshots[:0]
+		st.restart()
 		b.version = s.nextVersion()
 		restoreWarnings()
 	})
@@ -303,15 +342,38 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 		log.Warn("project nft differs from the name asked for", "project_nft", p.NFT)
 	}
 	b.logWarnings(log)
-	st.commit()
+	if err := st.commit(); err != nil {
+		return err
+	}
 	log.Debug("name fetched", "project_id", p.ID, "messages", messages,
 		"duration_ms", time.Since(start).Milliseconds())
 	return nil
 }
 
+// logCutOff logs, in one line, that the pass ended before all of its
+// names were done: why, when, and how many names it cut off. The names
+// themselves are in the report and the run record.
+func logCutOff(ctx context.Context, failed []NameError, snapshotAt time.Time, log *slog.Logger) {
+	n := 0
+	for _, f := range failed {
+		if f.CutOff() {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	attrs := []any{"cause", context.Cause(ctx).Error(), "snapshot_at", snapshotAt, "names_cut_off", n}
+	if d, ok := ctx.Deadline(); ok {
+		attrs = append(attrs, "deadline", d.UTC())
+	}
+	log.Warn("pass cut off before all names were done", attrs...)
+}
+
 // status summarises a pass for sync_runs: its status and, when names
 // failed or rows had to be spooled, an error text that says so, naming the
-// first few failed names.
+// first few failed names. Names the end of the pass cut off share one
+// cause, which is given once.
 func status(total int, failed []NameError, spooledRows int) (string, string) {
 	note := ""
 	if spooledRows > 0 {
@@ -324,23 +386,39 @@ func status(total int, failed []NameError, spooledRows int) (string, string) {
 	if len(failed) == total {
 		st = StatusFailed
 	}
+	var own, cut []NameError
+	for _, f := range failed {
+		if f.CutOff() {
+			cut = append(cut, f)
+		} else {
+			own = append(own, f)
+		}
+	}
 	const show = 3
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d names failed: ", len(failed), total)
-	for i, f := range failed {
+	parts := make([]string, 0, show+3)
+	for i, f := range own {
 		if i == show {
-			fmt.Fprintf(&b, "; and %d more", len(failed)-show)
+			parts = append(parts, fmt.Sprintf("and %d more", len(own)-show))
 			break
 		}
-		if i > 0 {
-			b.WriteString("; ")
+		parts = append(parts, f.Error())
+	}
+	if len(cut) > 0 {
+		slices.SortFunc(cut, func(a, b NameError) int { return strings.Compare(a.NFT, b.NFT) })
+		quoted := make([]string, 0, show)
+		for _, f := range cut[:min(len(cut), show)] {
+			quoted = append(quoted, strconv.Quote(f.NFT))
 		}
-		b.WriteString(f.Error())
+		more := ""
+		if len(cut) > show {
+			more = fmt.Sprintf(" and %d more", len(cut)-show)
+		}
+		parts = append(parts, fmt.Sprintf("nft %s%s: %v", strings.Join(quoted, ", "), more, cut[0].Err))
 	}
 	if note != "" {
-		b.WriteString("; " + note)
+		parts = append(parts, note)
 	}
-	return st, b.String()
+	return st, fmt.Sprintf("%d of %d names failed: %s", len(failed), total, strings.Join(parts, "; "))
 }
 
 func dedupe(names []string) []string {

@@ -3,6 +3,7 @@ package sync_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func (m *memSink) RecordRun(ctx context.Context, r sink.Run) error {
 	return nil
 }
 
-func newSyncer(t *testing.T, out sync.Sink, batchRows int, projects ...apitest.Project) (*sync.Syncer, *apitest.Server) {
+func newSyncer(t *testing.T, out sink.Writer, batchRows int, projects ...apitest.Project) (*sync.Syncer, *apitest.Server) {
 	t.Helper()
 	srv := apitest.NewServer(apitest.WithProjects(projects...))
 	t.Cleanup(srv.Close)
@@ -193,5 +194,52 @@ func TestCancelledPassWritesFetchedRows(t *testing.T) {
 	}
 	if len(out.batches) != 1 || out.batches[0].Projects[0].NFT != projects[0].NFT {
 		t.Fatalf("the fetched name's rows were not written: %d batches", len(out.batches))
+	}
+}
+
+// A pass that its deadline cuts off says so once, with the cause the
+// deadline was given, and reports its unfinished names as cut off, not as
+// a request timeout of their own.
+func TestCutOffPassSaysSoOnce(t *testing.T) {
+	projects := apitest.Generate(3, 2, 7)
+	var opts []apitest.Option
+	for _, p := range projects {
+		opts = append(opts, apitest.WithFault(p.NFT, apitest.Slow(time.Minute)))
+	}
+	srv := apitest.NewServer(append(opts, apitest.WithProjects(projects...))...)
+	t.Cleanup(srv.Close)
+	api, err := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	out := &memSink{}
+	s := sync.New(sync.Config{Source: api, Sink: out, Concurrency: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	cause := errors.New("cut off by the next tick at 2026-01-01T11:00:00Z")
+	ctx, cancel := context.WithDeadlineCause(context.Background(), time.Now().Add(300*time.Millisecond), cause)
+	defer cancel()
+	var names []string
+	for _, p := range projects {
+		names = append(names, p.NFT)
+	}
+	rep, err := s.Run(ctx, sync.Pass{Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Failed) != 3 {
+		t.Fatalf("failed %v, want every name", rep.Failed)
+	}
+	for _, f := range rep.Failed {
+		if !f.CutOff() || f.Err.Error() != cause.Error() {
+			t.Errorf("%v: want the name cut off by %q", f, cause)
+		}
+	}
+	want := `3 of 3 names failed: nft "proj-00000.dmail", "proj-00001.dmail", "proj-00002.dmail": ` + cause.Error()
+	if got := out.runs[0].Error; got != want {
+		t.Errorf("run error %q, want %q", got, want)
+	}
+	if n := strings.Count(logs.String(), "pass cut off"); n != 1 || strings.Contains(logs.String(), "name failed") ||
+		!strings.Contains(logs.String(), "deadline=") || !strings.Contains(logs.String(), cause.Error()) {
+		t.Errorf("want one line saying the pass was cut off, with its deadline and cause, and none per name:\n%s", logs.String())
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/readsync/readsync/sink"
 )
 
 // SourceTimeLayout is the layout of the API's create_at values.
@@ -14,10 +16,7 @@ const SourceTimeLayout = "2006-01-02 15:04:05"
 
 // epoch is what an unusable create_at is stored as: the zero of a
 // ClickHouse DateTime, which dashboards read as "unknown".
-var epoch = time.Unix(0, 0).UTC()
-
-// maxDateTime is the last second a ClickHouse DateTime (UInt32) can hold.
-var maxDateTime = time.Unix(math.MaxUint32, 0).UTC()
+var epoch = sink.MinTime
 
 // ParsePercent reads the upstream's percent text, "50.00%" or "50.00", as a
 // number of percent. It rejects empty text, NaN, infinities and negatives.
@@ -60,9 +59,8 @@ func ParseSourceTime(s string, loc *time.Location) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("create_at %q: %w", s, err)
 	}
-	t = t.UTC()
-	if t.Before(epoch) || t.After(maxDateTime) {
-		return time.Time{}, fmt.Errorf("create_at %q is outside what a DateTime holds (1970 to 2106)", s)
+	if err := sink.CheckTime(t); err != nil {
+		return time.Time{}, fmt.Errorf("create_at %q: %w", s, err)
 	}
-	return t, nil
+	return t.UTC(), nil
 }

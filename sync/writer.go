@@ -12,6 +12,7 @@ import (
 
 	"github.com/cenkalti/backoff/v5"
 
+	"github.com/readsync/readsync/internal/backoffpolicy"
 	"github.com/readsync/readsync/sink"
 )
 
@@ -33,7 +34,7 @@ const writeTimeout = 2 * time.Minute
 // store is how a pass gets rows and run records into the sink: a few
 // attempts with backoff, then the spool.
 type store struct {
-	sink     Sink
+	sink     sink.Writer
 	spool    Spool // nil: nowhere to fall back to
 	attempts int
 	backoff  time.Duration
@@ -99,12 +100,7 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 	case ctx.Err() != nil, s.spool == nil:
 		ctx = context.WithoutCancel(ctx)
 	}
-	b := &backoff.ExponentialBackOff{
-		InitialInterval:     s.backoff,
-		RandomizationFactor: 0.5,
-		Multiplier:          2,
-		MaxInterval:         30 * time.Second,
-	}
+	b := backoffpolicy.New(s.backoff)
 	attempts := s.attempts
 	if s.down {
 		attempts = 1
@@ -129,33 +125,67 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 }
 
 // stage holds one name's rows on one fetch worker until they join the
-// shared batch: all at once when the name's list has completed, or in
-// pieces of spill rows when the list is long.
+// shared batch. A short list's rows join it at once when the list has
+// completed. A long list streams through in pieces of spill rows: its
+// project and message rows join the shared batch as they come (an early
+// write of them is harmless, since the complete list writes them again
+// with a newer version), while its snapshot rows wait in a spill file on
+// disk and join the batch only once the list has arrived whole.
 type stage struct {
 	w     *writer
 	spill int
 	nft   string
 	rows  sink.Batch
+	snaps spillFile
 }
 
 func (s *stage) begin(nft string) {
 	s.nft = nft
 	s.rows.Reset()
+	s.snaps.reset()
 }
 
-func (s *stage) maybeSpill() {
-	if s.rows.Len() >= s.spill {
-		s.w.add(s.nft, &s.rows)
-		s.rows.Reset()
+func (s *stage) maybeSpill() error {
+	if s.rows.Len() < s.spill {
+		return nil
 	}
-}
-
-func (s *stage) commit() {
-	s.w.add(s.nft, &s.rows)
+	held := len(s.rows.Snapshots)
+	if err := s.snaps.put(s.rows.Snapshots); err != nil {
+		return err
+	}
+	s.rows.Snapshots = s.rows.Snapshots[:0]
+	s.w.add(s.nft, &s.rows, held)
 	s.rows.Reset()
+	return nil
 }
 
-func (s *stage) abort() { s.rows.Reset() }
+// restart drops what a failed attempt of the list staged, for an attempt
+// that delivers the list again from its start.
+func (s *stage) restart() {
+	s.rows.Messages, s.rows.Snapshots = s.rows.Messages[:0], s.rows.Snapshots[:0]
+	s.snaps.reset()
+}
+
+// commit hands the name's remaining rows to the writer, the spilled
+// snapshots first.
+func (s *stage) commit() error {
+	err := s.snaps.each(func(rows []sink.Snapshot) {
+		// These rows were counted while they waited on disk.
+		s.w.add(s.nft, &sink.Batch{Snapshots: rows}, -len(rows))
+	})
+	if err != nil {
+		s.abort()
+		return err
+	}
+	s.w.add(s.nft, &s.rows, 0)
+	s.rows.Reset()
+	return nil
+}
+
+func (s *stage) abort() {
+	s.rows.Reset()
+	s.snaps.reset()
+}
 
 // writer gathers the rows of many names into one shared batch and hands it
 // to a background flusher when it is full, so a pass makes a few large
@@ -170,11 +200,11 @@ type writer struct {
 	limit int
 	log   *slog.Logger
 
-	mu    gosync.Mutex // guards batch and names; held while waiting for room
+	mu    gosync.Mutex // guards batch, held and names; held while waiting for room
 	batch *sink.Batch
+	held  int                 // rows counted towards batch that wait on disk
 	names map[string]struct{} // names with rows in batch
 	full  chan fullBatch      // unbuffered: a send waits for the flusher
-	done  chan struct{}
 
 	fetched atomic.Int64 // rows handed to add, for progress reports
 
@@ -200,16 +230,18 @@ func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *wri
 		batch:     &sink.Batch{},
 		names:     make(map[string]struct{}),
 		full:      make(chan fullBatch),
-		done:      make(chan struct{}),
 		failedSet: make(map[string]bool),
 	}
-	go w.flushLoop()
 	return w
 }
 
 // add copies rows of the name nft into the shared batch, handing the batch
-// to the flusher when it is full.
-func (w *writer) add(nft string, rows *sink.Batch) {
+// to the flusher when it is full. held counts rows that came with these but
+// wait on disk (see stage): they count towards the batch as if they were
+// in it, so that a batch of a long list's message rows alone holds no more
+// rows' worth of memory than a batch of messages and snapshots would; a
+// negative held says that rows counted so have arrived.
+func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	if rows.Len() == 0 {
 		return
 	}
@@ -220,7 +252,8 @@ func (w *writer) add(nft string, rows *sink.Batch) {
 	w.batch.Messages = append(w.batch.Messages, rows.Messages...)
 	w.batch.Snapshots = append(w.batch.Snapshots, rows.Snapshots...)
 	w.names[nft] = struct{}{}
-	if w.batch.Len() >= w.limit {
+	w.held = max(w.held+held, 0) // a hand-off in between forgot them
+	if w.batch.Len()+w.held >= w.limit {
 		w.handOff()
 	}
 }
@@ -238,22 +271,23 @@ func (w *writer) handOff() {
 	}
 	clear(w.names)
 	w.full <- fullBatch{b: w.batch, names: names}
-	w.batch = &sink.Batch{}
+	w.batch, w.held = &sink.Batch{}, 0
 }
 
-// close writes what is left and waits until every batch is stored.
+// close hands over what is left and ends run once it is stored. Nothing
+// may be added after close.
 func (w *writer) close() {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.batch.Len() > 0 {
 		w.handOff()
 	}
 	close(w.full)
-	w.mu.Unlock()
-	<-w.done
 }
 
-func (w *writer) flushLoop() {
-	defer close(w.done)
+// run stores the batches handed over until close. The pass starts it and
+// waits for it: the results are complete when run has returned.
+func (w *writer) run() {
 	for fb := range w.full {
 		w.flush(fb)
 	}
@@ -295,6 +329,9 @@ func (w *writer) failLocked(nft string, err error) {
 		return
 	}
 	w.failedSet[nft] = true
-	w.failed = append(w.failed, NameError{NFT: nft, Err: err})
-	w.log.Error("name failed", "nft", nft, "err", err)
+	ne := NameError{NFT: nft, Err: err}
+	w.failed = append(w.failed, ne)
+	if !ne.CutOff() {
+		w.log.Error("name failed", "nft", nft, "err", err)
+	}
 }

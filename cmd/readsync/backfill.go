@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	gosync "sync"
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
@@ -11,7 +12,8 @@ import (
 
 // backfill runs one pass now over the chosen names. It exits 0 when every
 // name synced, 3 when rows were fetched but some of them (or the run
-// record) wait in the spool, and 1 when names failed.
+// record) wait in the spool, saying where and how to deliver them, and 1
+// when names failed.
 //
 // A signal lets the pass go on for the shutdown grace and then cancels it;
 // what was fetched is spooled, and the exit code tells what was not done.
@@ -24,10 +26,11 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	passCtx, cancel := withGrace(ctx, a.cfg.ShutdownGrace)
 	defer cancel()
 	var syncer *sync.Syncer
+	var st stores
 	if f.dryRun {
 		syncer = a.syncer(sink.NewJSONLines(a.stdout), nil)
 	} else {
-		st, err := a.openStores(ctx)
+		st, err = a.openStores(ctx)
 		if err != nil {
 			fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
 			return exitConfig
@@ -39,6 +42,8 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		syncer = a.syncer(st.ch, st.spool)
 	}
 	prog := newProgress(a.log, a.stderr, len(names))
+	var reporter gosync.WaitGroup
+	reporter.Go(prog.run)
 	rep, err := a.runPass(passCtx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
@@ -46,12 +51,15 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		SnapshotAt: f.snapshotAt,
 		Progress:   prog.update,
 	})
+	prog.close()
+	reporter.Wait()
 	prog.finish(rep)
 	if err != nil {
 		a.log.Error("backfill could not be recorded", "err", err)
 	}
 	switch {
 	case rep.Spooled > 0, rep.RunSpooled && len(rep.Failed) == 0:
+		a.spoolWaits(st)
 		return exitSpooled
 	case err != nil || len(rep.Failed) > 0:
 		return exitFailed

@@ -13,10 +13,11 @@ import (
 )
 
 // check reports on the configuration, the spool, the API and ClickHouse,
-// one line each on stdout, and exits 0 only when all are usable. An unknown
-// READSYNC_ variable or an unusable spool directory is a configuration
-// error (exit 2), like those found before. The log on stderr carries no
-// retry warnings: the API's line counts the retries.
+// one line each on stdout, and exits 0 only when all are usable. It changes
+// nothing: not the spool, not the database. An unknown READSYNC_ variable
+// or an unusable spool directory is a configuration error (exit 2), like
+// those found before. The log on stderr carries no retry warnings: the
+// API's line counts the retries.
 func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 	names := sync.Names(a.cfg.Schedules)
 	if len(a.cfg.Unknown) > 0 {
@@ -30,14 +31,19 @@ func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 	fmt.Fprintf(a.stdout, "config: ok (%s: %d schedules, %d nft names)\n",
 		a.cfg.SchedulesFile, len(a.cfg.Schedules), len(names))
 	if !skipClickHouse {
-		sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
-		if err != nil {
+		// Inspected, not opened: a check may run beside the process that
+		// owns the spool, and must not take its lock or touch its files.
+		in, err := spool.Inspect(a.cfg.SpoolDir)
+		switch {
+		case err != nil:
 			fmt.Fprintf(a.stdout, "spool: FAILED: READSYNC_SPOOL_DIR: %v\n", err)
 			return exitConfig
+		case !in.Exists:
+			fmt.Fprintf(a.stdout, "spool: ok (%s: to be created at start)\n", a.cfg.SpoolDir)
+		default:
+			fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used)\n",
+				a.cfg.SpoolDir, in.Entries, in.Bytes, a.cfg.SpoolMaxBytes)
 		}
-		st := sp.Stats()
-		fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used)\n",
-			sp.Dir(), st.Entries, st.Bytes, a.cfg.SpoolMaxBytes)
 	}
 	code := exitOK
 	if err := a.checkAPI(ctx, names[0]); err != nil {

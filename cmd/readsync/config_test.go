@@ -84,6 +84,7 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"dry-run without backfill", nil, []string{"--dry-run"}, "--dry-run needs --backfill"},
 		{"schedule and nft", nil, []string{"--backfill", "--schedule", "hourly", "--nft", "a"}, "--schedule and --nft"},
 		{"backfill and check", nil, []string{"--backfill", "--check"}, "separate modes"},
+		{"flush-spool and backfill", nil, []string{"--flush-spool", "--backfill"}, "--flush-spool is a mode of its own"},
 		{"empty nft item", nil, []string{"--backfill", "--nft", "a,,b"}, `invalid value "a,,b" for flag -nft: empty name`},
 		{"snapshot-at not rfc3339", nil, []string{"--backfill", "--snapshot-at", "2026-01-01 00:00:00"}, "invalid value \"2026-01-01 00:00:00\" for flag -snapshot-at"},
 		{"snapshot-at fraction", nil, []string{"--backfill", "--snapshot-at", "2026-01-01T00:00:00.5Z"}, "whole seconds"},

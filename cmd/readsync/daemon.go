@@ -33,19 +33,20 @@ func (a *app) daemon(ctx context.Context) int {
 	// The listener answers from the start: liveness at once, readiness
 	// once ClickHouse is migrated and answering.
 	probes := &probes{}
-	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
-	httpDone := a.serveHTTP(httpCtx, ln, probes)
-	defer func() {
-		stopHTTP()
-		<-httpDone
-	}()
+	hs := a.serveHTTP(ln, probes)
 
 	st, err := a.openStores(ctx)
 	if err != nil {
+		hs.stop()
 		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
 		return exitConfig
 	}
-	defer st.Close()
+	// Stop in the reverse order of start: the HTTP server reports on
+	// ClickHouse, so it has stopped before ClickHouse closes.
+	defer func() {
+		hs.stop()
+		st.Close()
+	}()
 	probes.setReady(a.readiness(st))
 	syncer := a.syncer(st.ch, st.spool)
 
@@ -73,7 +74,7 @@ func (a *app) daemon(ctx context.Context) int {
 		// The job reads its own entry to learn the tick it was started for;
 		// the scheduler has recorded it by the time the job can ask.
 		id = c.Schedule(s.Spec, cron.FuncJob(func() {
-			a.cronPass(passCtx, st, syncer, s, c.Entry(id).Prev)
+			a.cronPass(passCtx, syncer, s, c.Entry(id).Prev)
 		}))
 		names[id] = s.Name
 	}
@@ -109,23 +110,25 @@ func (a *app) shardSchedules() []sync.Schedule {
 	return out
 }
 
-// flushLoop delivers spooled entries every READSYNC_SPOOL_FLUSH_INTERVAL
-// until ctx ends, so rows spooled during an outage arrive soon after it
-// ends rather than at the next pass.
+// flushLoop delivers spooled entries at start and then every
+// READSYNC_SPOOL_FLUSH_INTERVAL until ctx ends, so rows spooled during an
+// outage arrive soon after it ends. It is the only place the daemon
+// replays the spool: a pass never waits for a backlog, whose replay could
+// take the time the pass has until its next tick.
 func (a *app) flushLoop(ctx context.Context, st stores) {
 	t := time.NewTicker(a.cfg.SpoolFlushInterval)
 	defer t.Stop()
 	for {
+		if !st.ch.Migrated() {
+			if err := st.ch.Migrate(ctx); err == nil {
+				a.log.Info("ClickHouse answers again; tables ready")
+			}
+		}
+		a.flushSpool(ctx, st)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if !st.ch.Migrated() {
-				if err := st.ch.Migrate(ctx); err == nil {
-					a.log.Info("ClickHouse answers again; tables ready")
-				}
-			}
-			a.flushSpool(ctx, st)
 		}
 	}
 }
@@ -145,17 +148,21 @@ func (a *app) readiness(st stores) func(context.Context) error {
 	}
 }
 
-// cronPass runs one scheduled pass stamped with its tick, after replaying
-// the spool. It must end before the schedule's next tick, so a slow
-// upstream costs one snapshot rather than piling passes up.
-func (a *app) cronPass(ctx context.Context, st stores, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
+// cronPass runs one scheduled pass stamped with its tick. It must end
+// before the schedule's next tick, so a slow upstream costs one snapshot
+// rather than piling passes up. It leaves the spool to flushLoop: new
+// snapshots come first.
+func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
 	if tick.IsZero() {
 		tick = time.Now()
 	}
 	tick = tick.UTC().Truncate(time.Second)
-	ctx, cancel := context.WithDeadline(ctx, s.Spec.Next(tick))
+	next := s.Spec.Next(tick)
+	// The cause is what the names the deadline cuts off report, in the log
+	// and in sync_runs, rather than the timeout of their last request.
+	ctx, cancel := context.WithDeadlineCause(ctx, next,
+		fmt.Errorf("cut off by the next tick at %s", next.UTC().Format(time.RFC3339)))
 	defer cancel()
-	a.flushSpool(ctx, st)
 	_, err := a.runPass(ctx, syncer, sync.Pass{
 		Names:      s.NFTNames,
 		Schedule:   s.Name,

@@ -407,7 +407,7 @@ func TestCheckPrintsOneLinePerCheck(t *testing.T) {
 	}
 	code, stdout, stderr := f.run(t, "--check")
 	want := fmt.Sprintf(`config: ok (%[1]s: 1 schedules, 1 nft names)
-spool: ok (%[2]s: 0 entries waiting, 0 of 1073741824 bytes used)
+spool: ok (%[2]s: to be created at start)
 api: ok (%[3]s: nft "p.eth" is project 1, D after 2 retries)
 clickhouse: ok (server V, database %[4]q)
 `, f.env["READSYNC_SCHEDULES_FILE"], f.env["READSYNC_SPOOL_DIR"], f.srv.URL, f.db.Name)

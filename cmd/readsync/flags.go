@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/readsync/readsync/sink"
 )
 
 // flags are the command-line options; the names are a contract.
@@ -17,6 +19,7 @@ type flags struct {
 	snapshotAt time.Time
 	dryRun     bool
 	check      bool
+	flushSpool bool
 	version    bool
 }
 
@@ -54,8 +57,8 @@ func (s snapshotFlag) Set(v string) error {
 	if t.Nanosecond() != 0 {
 		return errors.New("snapshots are stamped in whole seconds; drop the fraction")
 	}
-	if t.Unix() < 0 || t.Unix() > 1<<32-1 {
-		return errors.New("outside what a ClickHouse DateTime holds (1970 to 2106)")
+	if err := sink.CheckTime(t); err != nil {
+		return err
 	}
 	*s.t = t.UTC()
 	return nil
@@ -85,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Var(snapshotFlag{&f.snapshotAt}, "snapshot-at", "with --backfill: stamp the pass with this RFC 3339 time (default: the pass start)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse")
 	fs.BoolVar(&f.check, "check", false, "validate configuration, reach the API and ClickHouse, report, exit")
+	fs.BoolVar(&f.flushSpool, "flush-spool", false, "replay the spool into ClickHouse, then exit: 0 when it is empty, 3 when entries remain")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -110,6 +114,9 @@ func (f flags) validate() error {
 	}
 	if f.backfill && f.check {
 		return errors.New("--backfill and --check are separate modes; give one")
+	}
+	if f.flushSpool && (f.backfill || f.check || f.dryRun) {
+		return errors.New("--flush-spool is a mode of its own; give it without --backfill, --check or --dry-run")
 	}
 	if f.schedule != "" && len(f.nft) > 0 {
 		return errors.New("--schedule and --nft both choose the names; give one")

@@ -24,10 +24,26 @@ type probes struct {
 
 func (p *probes) setReady(f func(context.Context) error) { p.ready.Store(&f) }
 
-// serveHTTP serves /healthz, /readyz and /metrics on ln until ctx ends,
-// then shuts the server down. It returns a channel closed when the server
-// has stopped.
-func (a *app) serveHTTP(ctx context.Context, ln net.Listener, p *probes) <-chan struct{} {
+// httpServer is the daemon's listener for probes and metrics. serveHTTP
+// starts it; its owner calls stop, which returns once it has stopped.
+type httpServer struct {
+	srv  *http.Server
+	done chan struct{} // closed when Serve has returned
+}
+
+// stop shuts the server down, giving requests in progress up to 5
+// seconds, and waits until it has stopped serving.
+func (h *httpServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		h.srv.Close()
+	}
+	<-h.done
+}
+
+// serveHTTP serves /healthz, /readyz and /metrics on ln until stop.
+func (a *app) serveHTTP(ln net.Listener, p *probes) *httpServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		if p.stopping.Load() {
@@ -58,19 +74,13 @@ func (a *app) serveHTTP(ctx context.Context, ln net.Listener, p *probes) <-chan 
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	done := make(chan struct{})
+	h := &httpServer{srv: srv, done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(h.done)
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("http server stopped", "err", err)
 		}
 	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
 	a.log.Info("serving health and metrics", "addr", ln.Addr().String())
-	return done
+	return h
 }

@@ -99,6 +99,8 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 		return a.check(ctx, f.dryRun)
 	case f.backfill:
 		return a.backfill(ctx, f)
+	case f.flushSpool:
+		return a.replaySpool(ctx)
 	default:
 		return a.daemon(ctx)
 	}
@@ -152,7 +154,12 @@ type stores struct {
 	spool *spool.Spool
 }
 
-func (s stores) Close() { s.ch.Close() }
+// Close disconnects from ClickHouse and then releases the spool, whose
+// lock tells other processes the directory is in use.
+func (s stores) Close() {
+	s.ch.Close()
+	s.spool.Close()
+}
 
 // openStores opens the spool and connects to ClickHouse. An unwritable
 // spool is a configuration error; an unreachable ClickHouse is not an
@@ -168,6 +175,7 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	}
 	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
 	if err != nil {
+		sp.Close()
 		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
 	ch.ObserveInserts(a.metrics.observeInsert)
@@ -195,6 +203,36 @@ func (a *app) flushSpool(ctx context.Context, s stores) {
 	a.log.Info("spool flushed", "flushed", n, "entries_left", left.Entries)
 }
 
+// replaySpool is --flush-spool: it replays the spool into ClickHouse and
+// exits 0 when the spool is empty afterwards, 3 when entries remain.
+func (a *app) replaySpool(ctx context.Context) int {
+	st, err := a.openStores(ctx)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
+		return exitConfig
+	}
+	defer st.Close()
+	a.flushSpool(ctx, st)
+	if a.spoolWaits(st) {
+		return exitSpooled
+	}
+	a.log.Info("spool empty", "dir", st.spool.Dir())
+	return exitOK
+}
+
+// spoolWaits reports whether entries wait in the spool and, when they
+// do, says where and how to deliver them: the operator's next step after
+// exit code 3.
+func (a *app) spoolWaits(st stores) bool {
+	left := st.spool.Stats()
+	if left.Entries == 0 {
+		return false
+	}
+	a.log.Warn("rows wait in the spool: deliver them with `readsync --flush-spool` once ClickHouse answers",
+		"dir", st.spool.Dir(), "entries", left.Entries, "bytes", left.Bytes)
+	return true
+}
+
 // runPass runs one pass and records it in the metrics.
 func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sync.Report, error) {
 	start := time.Now()
@@ -203,8 +241,15 @@ func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sy
 	return rep, err
 }
 
-func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {
+func (a *app) syncer(s sink.Writer, sp sync.Spool) *sync.Syncer {
+	spillDir := "" // a dry run has no spool directory; the system's temporary one serves
+	if sp != nil {
+		// In a container the spool directory is the one volume known to
+		// be writable and sized for rows.
+		spillDir = a.cfg.SpoolDir
+	}
 	return sync.New(sync.Config{
+		SpillDir:     spillDir,
 		Source:       a.api,
 		Sink:         s,
 		Spool:        sp,
@@ -223,7 +268,9 @@ func (a *app) syncer(s sync.Sink, sp sync.Spool) *sync.Syncer {
 func withGrace(parent context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	stop := context.AfterFunc(parent, func() {
-		t := time.AfterFunc(grace, func() { cancel(sync.ErrShutdown) })
+		t := time.AfterFunc(grace, func() {
+			cancel(fmt.Errorf("cut off by shutdown after the grace of %s: %w", grace, sync.ErrShutdown))
+		})
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	return ctx, func() {

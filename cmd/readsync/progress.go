@@ -27,13 +27,12 @@ type progress struct {
 	mu   gosync.Mutex
 	last sync.Progress
 	bar  *progressbar.ProgressBar
-	stop chan struct{}
-	done chan struct{}
+	stop chan struct{} // closed by close: run returns
 }
 
 func newProgress(log *slog.Logger, stderr io.Writer, total int) *progress {
 	p := &progress{log: log, out: stderr, tty: isTerminal(stderr), start: time.Now(),
-		last: sync.Progress{NamesTotal: total}, stop: make(chan struct{}), done: make(chan struct{})}
+		last: sync.Progress{NamesTotal: total}, stop: make(chan struct{})}
 	if p.tty {
 		p.bar = progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(stderr),
@@ -45,10 +44,7 @@ func newProgress(log *slog.Logger, stderr io.Writer, total int) *progress {
 			progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionClearOnFinish(),
 		)
-		close(p.done)
-		return p
 	}
-	go p.logLoop()
 	return p
 }
 
@@ -69,8 +65,13 @@ func (p *progress) update(pr sync.Progress) {
 	}
 }
 
-func (p *progress) logLoop() {
-	defer close(p.done)
+// run logs how far the backfill has come every progressInterval until
+// close, when there is no terminal to draw a bar on. The backfill starts
+// it and waits for it before finish.
+func (p *progress) run() {
+	if p.tty {
+		return
+	}
 	t := time.NewTicker(progressInterval)
 	defer t.Stop()
 	for {
@@ -94,12 +95,14 @@ func (p *progress) logLoop() {
 	}
 }
 
-// finish ends the bar or the log lines and prints the summary: names synced
-// and failed, each failed one with its cause, rows written and spooled, and
-// the duration.
+// close ends run.
+func (p *progress) close() { close(p.stop) }
+
+// finish ends the bar and prints the summary: names synced and failed,
+// each failed one with its cause, rows written and spooled, and the
+// duration. It comes after run has returned, so no progress line follows
+// the summary.
 func (p *progress) finish(rep sync.Report) {
-	close(p.stop)
-	<-p.done
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}

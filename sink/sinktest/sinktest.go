@@ -89,15 +89,3 @@ func (d *DB) Count(t testing.TB, table string) uint64 {
 	}
 	return n
 }
-
-// InsertQueries returns how many INSERT queries the server has run so far,
-// from system.events; the difference across a pass is what the pass made.
-func (d *DB) InsertQueries(t testing.TB) uint64 {
-	t.Helper()
-	var n uint64
-	row := d.Conn.QueryRow(context.Background(), "SELECT value FROM system.events WHERE event = 'InsertQuery'")
-	if err := row.Scan(&n); err != nil {
-		t.Fatalf("read system.events: %v", err)
-	}
-	return n
-}

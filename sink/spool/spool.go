@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/readsync/readsync/sink"
 )
 
@@ -32,11 +34,9 @@ import (
 // size limit. The entry is not stored.
 var ErrFull = errors.New("spool is full")
 
-// Target is where Flush replays entries.
-type Target interface {
-	Write(ctx context.Context, b *sink.Batch) error
-	RecordRun(ctx context.Context, r sink.Run) error
-}
+// ErrLocked is returned by Open when another process has the spool
+// directory open.
+var ErrLocked = errors.New("in use by another readsync process")
 
 // entry is the content of one spool file.
 type entry struct {
@@ -51,6 +51,7 @@ const (
 	format       = 1
 	suffix       = ".json.gz"
 	tmpPrefix    = ".tmp-"
+	lockName     = ".lock"
 	corruptDir   = "corrupt"
 	flushTimeout = 2 * time.Minute
 )
@@ -61,6 +62,7 @@ type Spool struct {
 	dir      string
 	maxBytes int64
 	log      *slog.Logger
+	lock     *os.File // holds the directory's lock until Close
 
 	mu    sync.Mutex // guards bytes and files
 	bytes int64
@@ -83,9 +85,13 @@ type Stats struct {
 	RefusedRows    int64
 }
 
-// Open prepares dir (creating it when missing), removes temporary files a
-// crash left behind, and takes stock of the entries waiting there. It
-// fails when dir cannot be written.
+// Open prepares dir (creating it when missing), takes its lock, removes
+// temporary files a crash left behind, and takes stock of the entries
+// waiting there. It fails when dir cannot be written, and with an error
+// wrapping ErrLocked when another process holds the lock: two processes
+// replaying and removing the same entries would deliver them twice and
+// each remove what the other is writing. The caller must Close the spool
+// to release the lock; the end of the process releases it too.
 func Open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -93,6 +99,41 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("spool directory %s: %w", dir, err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(dir, maxBytes, log)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+// lockDir takes the exclusive lock on dir's lock file without waiting.
+// flock(2) locks belong to the open file, so the kernel releases the lock
+// when the process ends, however it ends: a crash leaves no stale lock.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("spool directory %s: lock file: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("spool directory %s is %w (it holds the lock on %s); "+
+				"give each process its own READSYNC_SPOOL_DIR", dir, ErrLocked, path)
+		}
+		return nil, fmt.Errorf("spool directory %s: lock %s: %w", dir, path, err)
+	}
+	return f, nil
+}
+
+// open takes stock of dir, which the caller has locked.
+func open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 	s := &Spool{dir: dir, maxBytes: maxBytes, log: log}
 	des, err := os.ReadDir(dir)
 	if err != nil {
@@ -103,7 +144,8 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 		switch {
 		case strings.HasPrefix(name, tmpPrefix):
 			// An entry whose write never completed; its rows were never
-			// reported as spooled, so nothing is lost by removing it.
+			// reported as spooled, so nothing is lost by removing it. The
+			// lock guarantees no other process is still writing it.
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("spool directory %s: remove unfinished entry: %w", dir, err)
 			}
@@ -127,8 +169,78 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 	return s, nil
 }
 
+// Close releases the directory's lock. The spool must not be used after.
+func (s *Spool) Close() error {
+	if s.lock == nil {
+		return nil
+	}
+	err := s.lock.Close()
+	s.lock = nil
+	return err
+}
+
 // Dir is the spool's directory.
 func (s *Spool) Dir() string { return s.dir }
+
+// Inspection is what Inspect found in a spool directory.
+type Inspection struct {
+	// Exists is false for a directory Open has yet to create.
+	Exists bool
+	// Entries and Bytes are what waits to be replayed.
+	Entries int
+	Bytes   int64
+}
+
+// Inspect reports on dir without changing it, for a check that may run
+// beside the process that owns the spool: it takes no lock, removes
+// nothing and creates nothing. Writability is asked of access(2) rather
+// than proven by writing: of dir, or, when dir does not exist yet, of the
+// nearest directory above it that does, where Open would create it.
+func Inspect(dir string) (Inspection, error) {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR):
+		parent := dir
+		// ENOTDIR: a path under a file, which the loop reaches.
+		for (errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)) && filepath.Dir(parent) != parent {
+			parent = filepath.Dir(parent)
+			info, err = os.Stat(parent)
+		}
+		if err != nil {
+			return Inspection{}, fmt.Errorf("spool directory %s: %w", dir, err)
+		}
+		if !info.IsDir() {
+			return Inspection{}, fmt.Errorf("spool directory %s cannot be created: %s is not a directory", dir, parent)
+		}
+		if err := unix.Access(parent, unix.W_OK|unix.X_OK); err != nil {
+			return Inspection{}, fmt.Errorf("spool directory %s cannot be created in %s: %w", dir, parent, err)
+		}
+		return Inspection{}, nil
+	case err != nil:
+		return Inspection{}, fmt.Errorf("spool directory %s: %w", dir, err)
+	case !info.IsDir():
+		return Inspection{}, fmt.Errorf("spool directory %s is not a directory", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return Inspection{}, fmt.Errorf("spool directory %s is not writable: %w", dir, err)
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return Inspection{}, fmt.Errorf("spool directory %s: %w", dir, err)
+	}
+	in := Inspection{Exists: true}
+	for _, de := range des {
+		if isEntry(de) {
+			fi, err := de.Info()
+			if err != nil {
+				continue // replayed and removed meanwhile by the process that owns it
+			}
+			in.Entries++
+			in.Bytes += fi.Size()
+		}
+	}
+	return in, nil
+}
 
 // Stats returns the spool's current size and refusal counters.
 func (s *Spool) Stats() Stats {
@@ -247,7 +359,7 @@ func (s *Spool) release(size int64) {
 // after t accepted it. It stops at the first entry t refuses, leaving it
 // and the later ones for the next flush, and returns how many entries it
 // delivered. Entries put while a flush runs may wait for the next one.
-func (s *Spool) Flush(ctx context.Context, t Target) (int, error) {
+func (s *Spool) Flush(ctx context.Context, t sink.Writer) (int, error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
 	names, err := s.pending()
@@ -286,7 +398,7 @@ func (s *Spool) Flush(ctx context.Context, t Target) (int, error) {
 	return done, nil
 }
 
-func (s *Spool) deliver(ctx context.Context, t Target, e entry) error {
+func (s *Spool) deliver(ctx context.Context, t sink.Writer, e entry) error {
 	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
 	defer cancel()
 	if e.Batch != nil {
@@ -308,12 +420,19 @@ func (s *Spool) pending() ([]string, error) {
 	}
 	var names []string
 	for _, de := range des {
-		if n := de.Name(); strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tmpPrefix) && de.Type().IsRegular() {
-			names = append(names, n)
+		if isEntry(de) {
+			names = append(names, de.Name())
 		}
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// isEntry tells a whole entry from temporary files, the lock and the
+// corrupt/ directory.
+func isEntry(de fs.DirEntry) bool {
+	n := de.Name()
+	return strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tmpPrefix) && de.Type().IsRegular()
 }
 
 // corruptError is an entry whose content cannot be decoded, as opposed to

@@ -68,6 +68,7 @@ func open(t *testing.T, dir string, max int64) *spool.Spool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
@@ -89,6 +90,7 @@ func TestPutThenFlushDeliversEverythingOnceInOrder(t *testing.T) {
 		t.Fatalf("stats %+v, want 3 entries", st)
 	}
 	// A new process finds the entries the last one left.
+	s.Close()
 	s = open(t, dir, 1<<30)
 	if st := s.Stats(); st.Entries != 3 {
 		t.Fatalf("reopened stats %+v, want 3 entries", st)
@@ -150,6 +152,7 @@ func TestFullSpoolRefusesAndCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := s.Stats().Bytes
+	s.Close()
 	s = open(t, dir, one+one/2) // room for the one entry there, not two
 	err := s.PutBatch(batch(2))
 	if !errors.Is(err, spool.ErrFull) {
@@ -163,8 +166,8 @@ func TestFullSpoolRefusesAndCounts(t *testing.T) {
 		t.Errorf("stats %+v, want 1 entry kept, 1 entry and 3 rows refused", st)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*"))
-	if len(files) != 1 {
-		t.Errorf("files %v, want the first entry only", files)
+	if len(files) != 2 || filepath.Base(files[0]) != ".lock" {
+		t.Errorf("files %v, want the lock and the first entry only", files)
 	}
 }
 
@@ -198,6 +201,7 @@ func TestOpenRemovesUnfinishedWrites(t *testing.T) {
 	if err := os.WriteFile(torn, []byte("\x1f\x8b\x08half"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
 	s = open(t, dir, 1<<30)
 	if _, err := os.Stat(torn); !os.IsNotExist(err) {
 		t.Errorf("unfinished entry still there: %v", err)
@@ -218,6 +222,7 @@ func TestCorruptEntriesAreMovedAsideNotDeleted(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not gzip"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
 	s = open(t, dir, 1<<30)
 	var got target
 	n, err := s.Flush(context.Background(), &got)
@@ -257,8 +262,104 @@ func TestEntryNamesSayOnlyTimeAndKind(t *testing.T) {
 	des, _ := os.ReadDir(dir)
 	for _, de := range des {
 		n := de.Name()
+		if n == ".lock" {
+			continue
+		}
 		if !strings.HasSuffix(n, ".json.gz") || !(strings.Contains(n, "-rows-") || strings.Contains(n, "-run-")) || strings.Contains(n, "secret") {
 			t.Errorf("entry name %q", n)
 		}
 	}
+}
+
+// One process owns a spool directory at a time: a second Open fails,
+// naming the directory, until the first spool is closed.
+func TestOneOwnerAtATime(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "spool")
+	s := open(t, dir, 1<<30)
+	_, err := spool.Open(dir, 1<<30, nil)
+	if !errors.Is(err, spool.ErrLocked) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("second Open: %v, want ErrLocked naming %s", err, dir)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir, 1<<30)
+}
+
+// Inspect reports what waits and changes nothing: an unfinished entry
+// another process may be writing stays, and no file appears, even beside
+// the process that holds the lock.
+func TestInspectChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir, 1<<30)
+	if err := s.PutBatch(batch(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	writing := filepath.Join(dir, ".tmp-424242")
+	if err := os.WriteFile(writing, []byte("\x1f\x8b\x08half"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := listing(t, dir)
+	in, err := spool.Inspect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.Stats(); !in.Exists || in.Entries != 1 || in.Bytes != want.Bytes {
+		t.Errorf("Inspect = %+v, want 1 entry of %d bytes", in, want.Bytes)
+	}
+	if after := listing(t, dir); !slices.Equal(before, after) {
+		t.Errorf("Inspect changed the directory: %v, then %v", before, after)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readOnly := filepath.Join(t.TempDir(), "ro")
+	if err := os.Mkdir(readOnly, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(t.TempDir(), "a", "b")
+	for _, tc := range []struct {
+		name, dir, err string
+	}{
+		{"missing, creatable", missing, ""},
+		{"a file", file, "is not a directory"},
+		{"under a file", filepath.Join(file, "spool"), "cannot be created: " + file + " is not a directory"},
+		{"read-only", readOnly, "is not writable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "read-only" && os.Geteuid() == 0 {
+				t.Skip("root may write anywhere")
+			}
+			in, err := spool.Inspect(tc.dir)
+			if tc.err == "" {
+				if err != nil || in.Exists {
+					t.Errorf("Inspect = %+v, %v; want a directory still to create", in, err)
+				}
+				if _, err := os.Stat(tc.dir); !os.IsNotExist(err) {
+					t.Errorf("Inspect created %s", tc.dir)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), tc.dir) {
+				t.Errorf("Inspect: %v, want an error naming %s that says %q", err, tc.dir, tc.err)
+			}
+		})
+	}
+}
+
+func listing(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
 }
