@@ -17,6 +17,21 @@ var (
 	okPasses   = regexp.MustCompile(`(?m)^readsync_passes_total\{schedule="fast",status="ok",trigger="cron"\} [1-9]`)
 )
 
+// listenerURL waits for the daemon's log to announce its listener and
+// returns the listener's base URL.
+func listenerURL(t *testing.T, log func() string) string {
+	t.Helper()
+	var base string
+	eventually(t, "the listener", func() bool {
+		m := listenLine.FindStringSubmatch(log())
+		if m != nil {
+			base = "http://" + m[1]
+		}
+		return m != nil
+	}, log)
+	return base
+}
+
 // get fetches a path from the daemon's listener.
 func get(t *testing.T, base, path string) (int, string) {
 	t.Helper()
@@ -44,14 +59,7 @@ func TestDaemonServesHealthAndMetrics(t *testing.T) {
 	proxy.Down()
 
 	log, stop := f.startDaemon(t)
-	var base string
-	eventually(t, "the listener", func() bool {
-		m := listenLine.FindStringSubmatch(log.String())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil
-	}, log.String)
+	base := listenerURL(t, log.String)
 
 	if code, body := get(t, base, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz during an outage: %d %s", code, body)
@@ -132,14 +140,7 @@ func TestScheduleSeriesExistFromStart(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"})
 	f.writeSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
 	log, stop := f.startDaemon(t)
-	var base string
-	eventually(t, "the listener", func() bool {
-		m := listenLine.FindStringSubmatch(log.String())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil
-	}, log.String)
+	base := listenerURL(t, log.String)
 	_, m := get(t, base, "/metrics")
 	for _, want := range []string{
 		`readsync_last_success_timestamp_seconds{schedule="yearly"} 0`,
