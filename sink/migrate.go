@@ -86,18 +86,21 @@ func (m *migrator) addColumn(ctx context.Context, table, name, typ, after string
 // thing first.
 var doneCodes = []int32{
 	15,  // DUPLICATE_COLUMN
-	44,  // ILLEGAL_COLUMN: "column already exists" on some releases
 	57,  // TABLE_ALREADY_EXISTS
 	82,  // DATABASE_ALREADY_EXISTS
 	253, // REPLICA_IS_ALREADY_EXIST
 }
+
+// illegalColumn is the code 18.16 answers a duplicate ADD COLUMN with,
+// among other things; only its "already exists" form counts.
+const illegalColumn = 44
 
 func alreadyDone(err error) bool {
 	var ex *clickhouse.Exception
 	if !errors.As(err, &ex) {
 		return false
 	}
-	if slices.Contains(doneCodes, ex.Code) {
+	if slices.Contains(doneCodes, ex.Code) || ex.Code == illegalColumn && strings.Contains(ex.Message, "already exists") {
 		return true
 	}
 	// An ON CLUSTER statement reports a host's failure under that
