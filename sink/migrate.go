@@ -181,7 +181,7 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 	}
 	for _, m := range ms {
 		if !applied[m.id] {
-			v.Pending = append(v.Pending, fmt.Sprintf("%d %s", m.id, m.name))
+			v.Pending = append(v.Pending, fmt.Sprintf("%d %q", m.id, m.name))
 		}
 	}
 	return v, applied, nil
@@ -208,7 +208,7 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	m := &migrator{conn: c.conn, ddl: c.ddl, log: c.log}
 	for _, q := range []string{c.ddl.createDatabase(), c.ddl.createMigrationsTable()} {
 		if err := m.exec(ctx, q); err != nil {
-			return fmt.Errorf("create %s: %w", migrationsTable, err)
+			return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 		}
 	}
 	for _, mig := range ms {
