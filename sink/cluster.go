@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Host is one host of a cluster, as the server's system.clusters lists it.
@@ -74,12 +75,18 @@ func (c *ClickHouse) Hosts(ctx context.Context) ([]Host, error) {
 	return hosts, nil
 }
 
-func (c *ClickHouse) reach(ctx context.Context, addr string) (string, error) {
+// openHost connects to one host with the DSN's credentials and settings.
+func (c *ClickHouse) openHost(addr string) (driver.Conn, error) {
 	opts := c.opts
 	opts.Addr = []string{addr}
 	conn, err := clickhouse.Open(&opts)
+	return conn, c.redact(err)
+}
+
+func (c *ClickHouse) reach(ctx context.Context, addr string) (string, error) {
+	conn, err := c.openHost(addr)
 	if err != nil {
-		return "", c.redact(err)
+		return "", err
 	}
 	defer conn.Close()
 	if err := conn.Ping(ctx); err != nil {

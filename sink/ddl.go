@@ -118,21 +118,6 @@ func (d ddl) createView(name, query string) string {
 	return fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s%s AS\n%s", d.table(name), d.onCluster(), query)
 }
 
-// addColumn adds a column to a data table, after the column named after:
-// to the local table and, in cluster mode, to the Distributed one. Run it
-// through migrator.addColumn, which skips what exists already: 18.16 has
-// no ADD COLUMN IF NOT EXISTS.
-func (d ddl) addColumn(table, name, typ, after string) []string {
-	alter := func(t string) string {
-		return fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", t, d.onCluster(), name, typ, after)
-	}
-	stmts := []string{alter(d.local(table))}
-	if d.clustered() {
-		stmts = append(stmts, alter(d.table(table)))
-	}
-	return stmts
-}
-
 func quoteIdent(s string) string { return "`" + s + "`" }
 
 // quoteString quotes a string literal for ClickHouse.

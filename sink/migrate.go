@@ -42,6 +42,7 @@ type migration struct {
 
 // migrator is what a Go migration works with.
 type migrator struct {
+	ch   *ClickHouse
 	conn driver.Conn
 	ddl  ddl
 	log  *slog.Logger
@@ -49,8 +50,10 @@ type migrator struct {
 
 // exec runs one DDL statement. An answer that the object exists already
 // counts as success: another process got there first.
-func (m *migrator) exec(ctx context.Context, q string) error {
-	if err := m.conn.Exec(ctx, q); err != nil && !alreadyDone(err) {
+func (m *migrator) exec(ctx context.Context, q string) error { return execDDL(ctx, m.conn, q) }
+
+func execDDL(ctx context.Context, conn driver.Conn, q string) error {
+	if err := conn.Exec(ctx, q); err != nil && !alreadyDone(err) {
 		return err
 	}
 	return nil
@@ -60,23 +63,56 @@ func (m *migrator) exec(ctx context.Context, q string) error {
 // column named after. 18.16 has no ADD COLUMN IF NOT EXISTS, so it looks
 // in system.columns first, and a concurrent process adding the same column
 // in between is caught by its "already exists" answer.
+//
+// In cluster mode the local tables are altered ON CLUSTER (one replica of
+// each shard runs it; replication brings it to the others). A Distributed
+// table is not replicated, and ON CLUSTER refuses to ALTER it on a cluster
+// whose shards replicate themselves (internal_replication), so each host
+// alters its own.
 func (m *migrator) addColumn(ctx context.Context, table, name, typ, after string) error {
-	stmts := m.ddl.addColumn(table, name, typ, after)
-	tables := []string{m.ddl.localName(table)}
-	if m.ddl.clustered() {
-		tables = append(tables, table)
+	if err := m.addColumnOn(ctx, m.conn, m.ddl.localName(table), name, typ, after, m.ddl.onCluster()); err != nil {
+		return err
 	}
-	for i, t := range tables {
-		var n uint64
-		if err := m.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
-			m.ddl.db, t, name).Scan(&n); err != nil {
-			return fmt.Errorf("look for column %s.%s: %w", t, name, err)
+	if !m.ddl.clustered() {
+		return nil
+	}
+	return m.onEachHost(ctx, func(conn driver.Conn) error {
+		return m.addColumnOn(ctx, conn, table, name, typ, after, "")
+	})
+}
+
+func (m *migrator) addColumnOn(ctx context.Context, conn driver.Conn, table, name, typ, after, onCluster string) error {
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+		m.ddl.db, table, name).Scan(&n); err != nil {
+		return fmt.Errorf("look for column %s.%s: %w", table, name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", m.ddl.table(table), onCluster, name, typ, after)
+	if err := execDDL(ctx, conn, q); err != nil {
+		return fmt.Errorf("add column %s.%s: %w", table, name, err)
+	}
+	return nil
+}
+
+// onEachHost runs f with a connection to each host of the cluster in
+// turn, for statements ON CLUSTER cannot run.
+func (m *migrator) onEachHost(ctx context.Context, f func(driver.Conn) error) error {
+	hosts, err := m.ch.clusterHosts(ctx)
+	if err != nil {
+		return err
+	}
+	for _, h := range hosts {
+		conn, err := m.ch.openHost(h.Address)
+		if err != nil {
+			return fmt.Errorf("host %s: %w", h.Address, err)
 		}
-		if n > 0 {
-			continue
-		}
-		if err := m.exec(ctx, stmts[i]); err != nil {
-			return fmt.Errorf("add column %s.%s: %w", t, name, err)
+		err = f(conn)
+		conn.Close()
+		if err != nil {
+			return fmt.Errorf("host %s: %w", h.Address, err)
 		}
 	}
 	return nil
@@ -205,7 +241,7 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	if v.Adopt {
 		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.db)
 	}
-	m := &migrator{conn: c.conn, ddl: c.ddl, log: c.log}
+	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log}
 	for _, q := range []string{c.ddl.createDatabase(), c.ddl.createMigrationsTable()} {
 		if err := m.exec(ctx, q); err != nil {
 			return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
