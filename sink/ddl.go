@@ -84,6 +84,18 @@ func (d ddl) replicaPath() string {
 	return d.topo.ReplicaPath
 }
 
+// finalVersion is what a SELECT … FINAL adds to its columns. Through a
+// Distributed table over several shards, 18.16 fails a FINAL read that
+// does not select the version column ("Cannot find column version in
+// source stream"), so in cluster mode such a read selects it; on a single
+// server the statement stays as the first release wrote it.
+func (d ddl) finalVersion() string {
+	if !d.clustered() {
+		return ""
+	}
+	return ", version"
+}
+
 // createDatabase creates the database on every host.
 func (d ddl) createDatabase() string {
 	return "CREATE DATABASE IF NOT EXISTS " + d.database() + d.onCluster()

@@ -62,15 +62,15 @@ FROM
     )
     ANY LEFT JOIN
     (
-        SELECT project_id, id AS message_id, subject
+        SELECT project_id, id AS message_id, subject%s
         FROM %s FINAL
     ) USING (project_id, message_id)
 )
 ANY LEFT JOIN
 (
-    SELECT id AS project_id, nft, name AS project_name
+    SELECT id AS project_id, nft, name AS project_name%s
     FROM %s FINAL
-) USING (project_id)`, d.table("message_read_snapshots"), d.table("messages"), d.table("projects"))
+) USING (project_id)`, d.table("message_read_snapshots"), d.finalVersion(), d.table("messages"), d.finalVersion(), d.table("projects"))
 }
 
 // projectReadDaily is the query of the project_read_daily view.
@@ -107,7 +107,7 @@ FROM
 )
 ANY LEFT JOIN
 (
-    SELECT id AS project_id, nft, name AS project_name
+    SELECT id AS project_id, nft, name AS project_name%s
     FROM %s FINAL
-) USING (project_id)`, d.table("message_read_snapshots"), d.table("projects"))
+) USING (project_id)`, d.table("message_read_snapshots"), d.finalVersion(), d.table("projects"))
 }
