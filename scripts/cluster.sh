@@ -28,7 +28,12 @@
 #   READSYNC_CLICKHOUSE_SERVER_BIN path to clickhouse-server (skips the search)
 #   READSYNC_NO_INSTALL=1          never install packages with apt-get
 #
-# All chatter goes to stderr. Nothing outside the state dir is used or modified.
+# The ports are fixed, so one cluster runs per machine: a command finds the state dir
+# of a cluster already running (started from another checkout, say) through its
+# ZooKeeper's command line, and uses that one.
+#
+# All chatter goes to stderr. Apart from installing packages, nothing outside the state
+# dir is written.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -89,6 +94,33 @@ running_pid() {
 	kill -0 "$pid" 2>/dev/null || return 1
 	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$word" || return 1
 	echo "$pid"
+}
+
+# running_state_dir: the state dir of the cluster whose ZooKeeper, started by this
+# script, serves ZK_PORT.
+running_state_dir() {
+	local f cfg
+	for f in $(grep -lsa QuorumPeerMain /proc/[0-9]*/cmdline 2>/dev/null); do
+		cfg="$(tr '\0' '\n' <"$f" 2>/dev/null | tail -n 1)"
+		[[ "$cfg" == */zookeeper/zoo.cfg && -f "$cfg" ]] || continue
+		grep -qx "clientPort=$ZK_PORT" "$cfg" || continue
+		dirname "$(dirname "$cfg")"
+		return 0
+	done
+	return 1
+}
+
+# adopt_running: use the state dir of the running cluster, if it is not ours. Stopping
+# and starting a node must act on the processes and data that cluster uses.
+adopt_running() {
+	local dir
+	zk_pid >/dev/null && return 0
+	dir="$(running_state_dir)" || return 0
+	[[ "$dir" != "$STATE_DIR" ]] || return 0
+	log "using the running cluster's state in $dir"
+	STATE_DIR="$dir"
+	ZK_DIR="$STATE_DIR/zookeeper"
+	LOCK_FILE="$STATE_DIR/.lock"
 }
 
 node_pid() { running_pid "$(node_dir "$1")/clickhouse-server.pid" clickhouse; }
@@ -472,6 +504,10 @@ cmd_query() {
 	fi
 	cat "$BODY_FILE"
 }
+
+case "${1:-}" in
+ensure | stop | status | stop-node | start-node) adopt_running ;;
+esac
 
 case "${1:-}" in
 ensure) cmd_ensure ;;

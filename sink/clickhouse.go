@@ -42,9 +42,6 @@ type DSN struct {
 	database string
 }
 
-// Database is the database the DSN names ("default" when it names none).
-func (d DSN) Database() string { return d.database }
-
 // Password is the DSN's password, so that callers can keep it out of what
 // they print.
 func (d DSN) Password() string { return d.opts.Auth.Password }

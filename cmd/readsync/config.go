@@ -36,20 +36,22 @@ func (s secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 // env is the process environment readsync reads. Every variable is
 // documented in the README; the names are a contract.
 type env struct {
-	APIBaseURL    string `env:"READSYNC_API_BASE_URL, required"`
-	ClientID      string `env:"READSYNC_CLIENT_ID, required"`
-	ClientSecret  secret `env:"READSYNC_CLIENT_SECRET, required"`
-	ClickHouseDSN secret `env:"READSYNC_CLICKHOUSE_DSN"`
+	APIBaseURL     string        `env:"READSYNC_API_BASE_URL, required"`
+	ClientID       string        `env:"READSYNC_CLIENT_ID, required"`
+	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required"`
+	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN"`
+	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE"`
+	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml"`
+	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8"`
+	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s"`
+	LogLevel       string        `env:"READSYNC_LOG_LEVEL, default=info"`
+	LogFormat      string        `env:"READSYNC_LOG_FORMAT"`
+	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC"`
+	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000"`
+
 	// The cluster's replica path defaults to sink.DefaultReplicaPath.
-	ClickHouseCluster     string        `env:"READSYNC_CLICKHOUSE_CLUSTER"`
-	ClickHouseReplicaPath string        `env:"READSYNC_CLICKHOUSE_REPLICA_PATH"`
-	SchedulesFile         string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml"`
-	Concurrency           int           `env:"READSYNC_CONCURRENCY, default=8"`
-	RequestTimeout        time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s"`
-	LogLevel              string        `env:"READSYNC_LOG_LEVEL, default=info"`
-	LogFormat             string        `env:"READSYNC_LOG_FORMAT"`
-	SourceTimezone        string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC"`
-	BatchRows             int           `env:"READSYNC_BATCH_ROWS, default=50000"`
+	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER"`
+	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH"`
 
 	MaxRetries       int           `env:"READSYNC_MAX_RETRIES, default=4"`
 	RetryBackoff     time.Duration `env:"READSYNC_RETRY_BACKOFF, default=500ms"`
@@ -178,6 +180,11 @@ func (c *config) validate(needDSN bool) error {
 	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
 	if err != nil {
 		return configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
+	}
+	if c.CAFile != "" {
+		if dsn, err = dsn.WithCAFile(c.CAFile); err != nil {
+			return configErrorf("READSYNC_CLICKHOUSE_CA_FILE: %w", err)
+		}
 	}
 	c.DSN = dsn
 	topo, err := parseTopology(c.ClickHouseCluster, c.ClickHouseReplicaPath)

@@ -20,6 +20,9 @@ func baseEnv() map[string]string {
 	}
 }
 
+// tlsDSN is a valid DSN asking for native TLS.
+const tlsDSN = "clickhouse://default:pa55word@127.0.0.1:1/readsync?secure=true"
+
 func runWith(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -41,6 +44,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "READSYNC_CLIENT_SECRET"},
 		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN is required"},
 		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN: scheme \"http\""},
+		{"ca file missing", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/nope.pem"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_CA_FILE: CA file: open testdata/nope.pem: no such file"},
+		{"ca file missing in check", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/nope.pem"}, []string{"--check"}, "READSYNC_CLICKHOUSE_CA_FILE: CA file: open testdata/nope.pem"},
+		{"ca file without a certificate", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/not-a-ca.pem"}, nil, "READSYNC_CLICKHOUSE_CA_FILE: CA file testdata/not-a-ca.pem: no PEM certificate in it"},
+		{"ca file with a plain-text dsn", map[string]string{"READSYNC_CLICKHOUSE_CA_FILE": "testdata/not-a-ca.pem"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_CA_FILE: a CA file needs a DSN with secure=true"},
 		{"concurrency not a number", map[string]string{"READSYNC_CONCURRENCY": "many"}, []string{"--backfill"}, `READSYNC_CONCURRENCY: strconv.ParseInt: parsing "many"`},
 		{"concurrency zero", map[string]string{"READSYNC_CONCURRENCY": "0"}, []string{"--backfill"}, "READSYNC_CONCURRENCY 0: must be between 1 and 1024"},
 		{"timeout not a duration", map[string]string{"READSYNC_REQUEST_TIMEOUT": "30"}, []string{"--backfill"}, `READSYNC_REQUEST_TIMEOUT: time: missing unit in duration "30"`},

@@ -120,3 +120,31 @@ func TestClusterStoppedReplicaCatchesUpAfterStart(t *testing.T) {
 		t.Errorf("node 1 does not answer after the subtest that stopped it ended: %v", err)
 	}
 }
+
+// A test's database is gone from every node when the test ends, its
+// replicated tables' ZooKeeper paths with it.
+func TestClusterCleanupDropsTheDatabaseEverywhere(t *testing.T) {
+	outer := sinktest.NewCluster(t, sinktest.Sharded)
+	var inner *sinktest.Cluster
+	t.Run("creates", func(t *testing.T) {
+		inner = sinktest.NewCluster(t, sinktest.Sharded)
+		createReplicated(t, inner, "events")
+	})
+	for i, conn := range outer.Conns {
+		var n uint64
+		if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", inner.Database).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("node %d still has the database %s", i, inner.Database)
+		}
+		shard := []string{"01", "02"}[i]
+		path := "/clickhouse/tables/" + shard + "/" + inner.Database
+		if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.zookeeper WHERE path = ?", path).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("ZooKeeper still holds %d tables under %s", n, path)
+		}
+	}
+}
