@@ -222,12 +222,7 @@ const insertBlockRows = 4096
 
 func send[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) error {
 	n := len(rows)
-	if c.ddl.clustered() {
-		// The INSERT returns once every shard has its rows, so a batch
-		// taken out of the spool is on the cluster, not in a queue on the
-		// host that received it.
-		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
-	}
+	ctx = c.syncInserts(ctx)
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
 	q := fmt.Sprintf("INSERT INTO %s (%s)", c.ddl.table(t.name), t.columnList())
@@ -251,6 +246,16 @@ func send[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) erro
 		return c.redact(fmt.Errorf("insert %d rows into %s: %w", n, t.name, err))
 	}
 	return nil
+}
+
+// syncInserts makes INSERTs through a Distributed table return only once
+// every shard has its rows, so that a batch taken out of the spool is on
+// the cluster, not in a queue on the host that received it.
+func (c *ClickHouse) syncInserts(ctx context.Context) context.Context {
+	if !c.ddl.clustered() {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
 }
 
 func (c *ClickHouse) redact(err error) error { return redact(err, c.password) }

@@ -97,6 +97,23 @@ func (m *migrator) addColumnOn(ctx context.Context, conn driver.Conn, table, nam
 	return nil
 }
 
+// partitions lists, in order, the partitions that hold rows of a data
+// table (e.g. 202603 for message_read_snapshots), on every shard in
+// cluster mode: what a data fold walks to work a partition at a time, in
+// bounded memory.
+func (m *migrator) partitions(ctx context.Context, table string) ([]string, error) {
+	parts := "system.parts"
+	if m.ddl.clustered() {
+		parts = fmt.Sprintf("cluster(%s, system, parts)", quoteString(m.ddl.topo.Cluster))
+	}
+	q := "SELECT DISTINCT partition FROM " + parts + " WHERE active AND database = ? AND table = ? ORDER BY partition"
+	ps, err := queryColumn[string](ctx, m.conn, q, m.ddl.db, m.ddl.localName(table))
+	if err != nil {
+		return nil, fmt.Errorf("partitions of %s: %w", table, err)
+	}
+	return ps, nil
+}
+
 // onEachHost runs f with a connection to each host of the cluster in
 // turn, for statements ON CLUSTER cannot run.
 func (m *migrator) onEachHost(ctx context.Context, f func(driver.Conn) error) error {
@@ -241,6 +258,9 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	if v.Adopt {
 		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.db)
 	}
+	// A data fold's INSERTs through Distributed tables are on their
+	// shards when the step is recorded.
+	ctx = c.syncInserts(ctx)
 	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log}
 	for _, q := range []string{c.ddl.createDatabase(), c.ddl.createMigrationsTable()} {
 		if err := m.exec(ctx, q); err != nil {

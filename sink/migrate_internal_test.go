@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -251,4 +252,78 @@ func partNames(t *testing.T, db *sinktest.DB) string {
 		t.Fatal(err)
 	}
 	return strings.Join(names, " ")
+}
+
+// A Go migration of the kind that folds existing rows into a new table a
+// partition at a time: it finds every partition and moves each with one
+// INSERT … SELECT, on a single server and through a cluster alike.
+func TestGoMigrationFoldsByPartition(t *testing.T) {
+	fold := migration{id: 1001, name: "fold snapshot counts", run: func(ctx context.Context, m *migrator) error {
+		def := tableDef{name: "snapshot_counts", columns: []columnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
+			layout: layout{engine: engine{"ReplacingMergeTree", ""}, orderBy: "(project_id, month)", shardBy: "project_id"}}
+		for _, q := range m.ddl.createTable(def) {
+			if err := m.exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		parts, err := m.partitions(ctx, "message_read_snapshots")
+		if err != nil {
+			return err
+		}
+		for _, p := range parts {
+			m.log.Info("folding partition", "partition", p)
+			if err := m.conn.Exec(ctx, "INSERT INTO "+m.ddl.table("snapshot_counts")+" (project_id, month, snapshots) "+
+				"SELECT project_id, toYYYYMM(snapshot_at) AS month, count() FROM "+m.ddl.table("message_read_snapshots")+
+				" WHERE toYYYYMM(snapshot_at) = "+p+" GROUP BY project_id, month"); err != nil {
+				return fmt.Errorf("partition %s: %w", p, err)
+			}
+		}
+		return nil
+	}}
+	history := append(migrations(), fold)
+	write := func(t *testing.T, ch *ClickHouse) {
+		t.Helper()
+		ctx := context.Background()
+		if err := ch.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b := &Batch{}
+		for _, month := range []time.Month{1, 2, 3} {
+			for p := int64(1); p <= 4; p++ {
+				at := TimeOf(time.Date(2026, month, 1, 0, 0, 0, 0, time.UTC))
+				b.Snapshots = append(b.Snapshots, Snapshot{ProjectID: p, MessageID: 1, SnapshotAt: at, FetchedAt: at, Version: 1},
+					Snapshot{ProjectID: p, MessageID: 2, SnapshotAt: at, FetchedAt: at, Version: 1})
+			}
+		}
+		if err := ch.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.migrate(ctx, history); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("single server", func(t *testing.T) {
+		db := sinktest.New(t)
+		write(t, openTest(t, db.DSN))
+		var rows, total uint64
+		if err := db.Conn.QueryRow(context.Background(), "SELECT count(), sum(snapshots) FROM "+db.Table("snapshot_counts")).Scan(&rows, &total); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 12 || total != 24 {
+			t.Errorf("snapshot_counts: %d rows summing to %d, want 12 rows (4 projects × 3 months) summing to 24", rows, total)
+		}
+	})
+	t.Run("sharded", func(t *testing.T) {
+		c := sinktest.NewCluster(t, sinktest.Sharded)
+		write(t, openCluster(t, c, 0))
+		for node, conn := range c.Conns {
+			var rows, total uint64
+			if err := conn.QueryRow(context.Background(), "SELECT count(), sum(snapshots) FROM "+c.Table("snapshot_counts")).Scan(&rows, &total); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 12 || total != 24 {
+				t.Errorf("node %d: snapshot_counts: %d rows summing to %d, want 12 summing to 24", node, rows, total)
+			}
+		}
+	})
 }
