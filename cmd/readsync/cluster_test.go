@@ -199,3 +199,38 @@ func TestReplicaDownDuringPass(t *testing.T) {
 	}
 	compareDumps(t, "restarted replica", dump(t, c.Conns[1], c.Database), want)
 }
+
+// --check on a cluster reaches every host and reports the schema version,
+// changing nothing; --migrate then creates the schema on every host.
+func TestCheckOnCluster(t *testing.T) {
+	c := sinktest.NewCluster(t, sinktest.Replicated)
+	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
+	f.onCluster(c)
+	code, stdout, stderr := f.run(t, "--check")
+	if code != exitOK {
+		t.Fatalf("--check: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{
+		"clickhouse: cluster readsync_replicated host 127.0.0.1:19101 (shard 1, replica 1): ok (server ",
+		"clickhouse: cluster readsync_replicated host 127.0.0.1:19102 (shard 1, replica 2): ok (server ",
+		"schema version 0, 1 migrations pending",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("--check lacks %q:\n%s", want, stdout)
+		}
+	}
+	for node, conn := range c.Conns {
+		var n uint64
+		if err := conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", c.Database).Scan(&n); err != nil || n != 0 {
+			t.Errorf("node %d: --check created the database (%v)", node, err)
+		}
+	}
+	if code, _, stderr := f.run(t, "--migrate"); code != exitOK {
+		t.Fatalf("--migrate: exit %d:\n%s", code, stderr)
+	}
+	c.SyncReplica(t, 1, "schema_migrations")
+	f.env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
+	if code, stdout, _ := f.run(t, "--check"); code != exitOK || !strings.Contains(stdout, "schema version 1, current") {
+		t.Errorf("--check after --migrate, through the other host: exit %d:\n%s", code, stdout)
+	}
+}
