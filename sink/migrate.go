@@ -135,34 +135,42 @@ func (m *migrator) onEachHost(ctx context.Context, f func(driver.Conn) error) er
 	return nil
 }
 
-// ClickHouse error codes that mean a concurrent process created the same
-// thing first.
-var doneCodes = []int32{
-	15,  // DUPLICATE_COLUMN
-	57,  // TABLE_ALREADY_EXISTS
-	82,  // DATABASE_ALREADY_EXISTS
-	253, // REPLICA_IS_ALREADY_EXIST
-}
-
-// illegalColumn is the code 18.16 answers a duplicate ADD COLUMN with,
-// among other things; only its "already exists" form counts.
-const illegalColumn = 44
-
+// alreadyDone reports whether err says that a concurrent process created
+// the same thing first.
 func alreadyDone(err error) bool {
 	var ex *clickhouse.Exception
 	if !errors.As(err, &ex) {
 		return false
 	}
-	if slices.Contains(doneCodes, ex.Code) || ex.Code == illegalColumn && strings.Contains(ex.Message, "already exists") {
+	if doneCode(ex.Code, ex.Message) {
 		return true
 	}
 	// An ON CLUSTER statement reports a host's failure under that
 	// failure's code on current releases, but under its own on some older
 	// ones, with the code in the text.
-	for _, code := range doneCodes {
-		if strings.Contains(ex.Message, fmt.Sprintf("Code: %d,", code)) {
+	for _, code := range []int32{duplicateColumn, illegalColumn, tableAlreadyExists, databaseAlreadyExists, replicaAlreadyExists} {
+		if strings.Contains(ex.Message, fmt.Sprintf("Code: %d,", code)) && doneCode(code, ex.Message) {
 			return true
 		}
+	}
+	return false
+}
+
+// ClickHouse error codes.
+const (
+	duplicateColumn       = 15
+	illegalColumn         = 44 // 18.16 answers a duplicate ADD COLUMN with it, among other things
+	tableAlreadyExists    = 57
+	databaseAlreadyExists = 82
+	replicaAlreadyExists  = 253
+)
+
+func doneCode(code int32, msg string) bool {
+	switch code {
+	case duplicateColumn, tableAlreadyExists, databaseAlreadyExists, replicaAlreadyExists:
+		return true
+	case illegalColumn:
+		return strings.Contains(msg, "already exists")
 	}
 	return false
 }

@@ -2,12 +2,16 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -142,7 +146,7 @@ func raceMigrations(t *testing.T, open func(i int) *ClickHouse) {
 func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	applyPreviousRelease(t, db)
+	applyPreviousRelease(t, db.Conn, db.Name)
 	// Rows as that release wrote them, with its column lists. (INSERT …
 	// SELECT: the driver does not send inline VALUES to 18.16.)
 	for _, q := range []string{
@@ -223,7 +227,7 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 
 // applyPreviousRelease creates the schema as release 5013242 did, from its
 // statements kept in testdata rather than from this code.
-func applyPreviousRelease(t *testing.T, db *sinktest.DB) {
+func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 	t.Helper()
 	src, err := os.ReadFile("testdata/release-5013242/schema.sql")
 	if err != nil {
@@ -237,7 +241,7 @@ func applyPreviousRelease(t *testing.T, db *sinktest.DB) {
 	}
 	for _, stmt := range strings.Split(strings.Join(body, "\n"), "\n;\n") {
 		if stmt = strings.TrimSpace(stmt); stmt != "" {
-			if err := db.Conn.Exec(context.Background(), strings.ReplaceAll(stmt, "{db}", db.Name)); err != nil {
+			if err := conn.Exec(context.Background(), strings.ReplaceAll(stmt, "{db}", database)); err != nil {
 				t.Fatalf("%s: %v", stmt, err)
 			}
 		}
@@ -326,4 +330,41 @@ func TestGoMigrationFoldsByPartition(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestAlreadyDone(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"table exists", &clickhouse.Exception{Code: 57, Message: "Table d.t already exists."}, true},
+		{"replica exists", &clickhouse.Exception{Code: 253, Message: "Replica /x/replicas/r already exists."}, true},
+		{"column exists, 18.16", &clickhouse.Exception{Code: 44, Message: "Cannot add column note: column with this name already exists"}, true},
+		{"other illegal column", &clickhouse.Exception{Code: 44, Message: "Sorting key cannot contain nullable columns"}, false},
+		{"on a host of the cluster", fmt.Errorf("wrapped: %w", &clickhouse.Exception{Code: 65,
+			Message: "There was an error on [h:9000]: Code: 57, e.displayText() = DB::Exception: Table d.t already exists."}), true},
+		{"readonly", &clickhouse.Exception{Code: 164, Message: "Cannot execute query in readonly mode"}, false},
+		{"not from the server", errors.New("connection refused"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := alreadyDone(tt.err); got != tt.want {
+				t.Errorf("alreadyDone(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// In cluster mode, a database holding single-server tables under the
+// names the Distributed tables need is refused before any DDL.
+func TestClusterRefusesSingleServerTables(t *testing.T) {
+	c := sinktest.NewCluster(t, sinktest.Sharded)
+	applyPreviousRelease(t, c.Conns[0], c.Database)
+	err := openCluster(t, c, 0).Migrate(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "holds single-server tables (projects is ReplacingMergeTree)") {
+		t.Fatalf("migrate: %v, want a refusal naming the single-server tables", err)
+	}
+	if got := engines(t, c, 0); len(got) != 6 {
+		t.Errorf("tables after the refusal: %v, want the 6 single-server ones only", got)
+	}
 }

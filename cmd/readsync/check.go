@@ -78,7 +78,10 @@ func (a *app) checkClickHouse(ctx context.Context) error {
 		return err
 	}
 	schema := fmt.Sprintf("schema version %d, current", sv.Applied)
-	if !sv.Current() {
+	switch {
+	case sv.Applied > sv.Latest:
+		schema = fmt.Sprintf("schema version %d, newer than this readsync's %d: a later release migrated it", sv.Applied, sv.Latest)
+	case !sv.Current():
 		schema = fmt.Sprintf("schema version %d, %d migrations pending (%s): readsync --migrate or the daemon applies them",
 			sv.Applied, len(sv.Pending), strings.Join(sv.Pending, ", "))
 	}
