@@ -55,6 +55,9 @@ type env struct {
 	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC" help:"IANA zone the API's times are written in"`
 	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT"`
 
+	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER" help:"cluster of the server's remote_servers to create replicated, sharded tables on; unset: one server"`
+	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH" help:"ZooKeeper path of the replicated tables in cluster mode; unset: /clickhouse/tables/{shard}/{database}/{table}"`
+
 	MaxRetries       int           `env:"READSYNC_MAX_RETRIES, default=4" help:"retries of a transiently failed upstream request, 0 to 100"`
 	RetryBackoff     time.Duration `env:"READSYNC_RETRY_BACKOFF, default=500ms" help:"wait before the first retry, upstream and database; doubles up to 30s"`
 	RateLimit        float64       `env:"READSYNC_RATE_LIMIT, default=20" help:"upstream requests per second, retries included; 0 for no limit"`
@@ -75,8 +78,10 @@ type config struct {
 	Location *time.Location
 	LogLevel slog.Level
 	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
-	ShardOf   sync.Shard
-	DSN       sink.DSN // zero in dry-run mode
+	ShardOf sync.Shard
+	DSN     sink.DSN // zero in dry-run mode
+	// Topology is where the tables live: one server or a cluster.
+	Topology  sink.Topology
 	Schedules []sync.Schedule
 	// Unknown lists the READSYNC_ variables set in the environment that
 	// readsync does not read.
@@ -302,6 +307,11 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		c.Location = loc
 		return err == nil
 	}, "an IANA time zone such as UTC or Asia/Shanghai")
+	if topo, err := parseTopology(c.ClickHouseCluster, c.ClickHouseReplicaPath); err != nil {
+		p.add(err)
+	} else {
+		c.Topology = topo
+	}
 	if !decoded["READSYNC_CLICKHOUSE_DSN"] {
 		return
 	}
@@ -324,6 +334,27 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		}
 	}
 	c.DSN = dsn
+}
+
+// parseTopology checks the cluster variables. Whether the server knows the
+// cluster is for Migrate and --check to find out.
+func parseTopology(cluster, replicaPath string) (sink.Topology, error) {
+	if cluster == "" {
+		if replicaPath != "" {
+			return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: applies to a cluster only; set READSYNC_CLICKHOUSE_CLUSTER too, or unset it", replicaPath)
+		}
+		return sink.Topology{}, nil
+	}
+	for _, r := range cluster {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.", r)) {
+			return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_CLUSTER=%q: a cluster name of the server's remote_servers, such as main_cluster (letters, digits, _ - .)", cluster)
+		}
+	}
+	if replicaPath != "" && (!strings.HasPrefix(replicaPath, "/") || !strings.Contains(replicaPath, "{table}")) {
+		return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: a ZooKeeper path starting with / and containing {table}, such as %s",
+			replicaPath, sink.DefaultReplicaPath)
+	}
+	return sink.Topology{Cluster: cluster, ReplicaPath: replicaPath}, nil
 }
 
 // unknownVariables lists the READSYNC_ variables set in e that neither

@@ -20,6 +20,7 @@ type flags struct {
 	dryRun     bool
 	check      bool
 	flushSpool bool
+	migrate    bool
 	version    bool
 }
 
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse")
 	fs.BoolVar(&f.check, "check", false, "validate configuration, reach the API and ClickHouse, report, exit")
 	fs.BoolVar(&f.flushSpool, "flush-spool", false, "replay the spool into ClickHouse, then exit: 0 when it is empty, 3 when entries remain")
+	fs.BoolVar(&f.migrate, "migrate", false, "apply pending ClickHouse migrations, then exit (for an init container or a Job)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -117,6 +119,9 @@ func (f flags) validate() error {
 	}
 	if f.flushSpool && (f.backfill || f.check || f.dryRun) {
 		return errors.New("--flush-spool is a mode of its own; give it without --backfill, --check or --dry-run")
+	}
+	if f.migrate && (f.backfill || f.check || f.dryRun || f.flushSpool) {
+		return errors.New("--migrate is a mode of its own; give it alone")
 	}
 	if f.schedule != "" && len(f.nft) > 0 {
 		return errors.New("--schedule and --nft both choose the names; give one")

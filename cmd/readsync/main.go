@@ -95,6 +95,8 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 		return exitConfig
 	}
 	switch {
+	case f.migrate:
+		return a.migrate(ctx)
 	case f.check:
 		return a.check(ctx, f.dryRun)
 	case f.backfill:
@@ -173,7 +175,7 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	if st := sp.Stats(); st.Entries > 0 {
 		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes)
 	}
-	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
+	ch, err := a.openClickHouse(ctx)
 	if err != nil {
 		sp.Close()
 		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
