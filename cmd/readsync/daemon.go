@@ -45,7 +45,9 @@ func (a *app) daemon(ctx context.Context) int {
 	// ClickHouse, so it has stopped before ClickHouse closes.
 	defer func() {
 		hs.stop()
+		a.log.Debug("health and metrics listener stopped")
 		st.Close()
+		a.log.Debug("ClickHouse connection and spool closed")
 	}()
 	probes.setReady(a.readiness(st))
 	syncer := a.syncer(st.ch, st.spool)

@@ -157,3 +157,23 @@ func TestScheduleSeriesExistFromStart(t *testing.T) {
 		t.Errorf("daemon exit %d", code)
 	}
 }
+
+// Shutdown stops in the reverse order of start: the listener, which
+// reports on ClickHouse, has stopped before ClickHouse closes.
+func TestShutdownStopsTheListenerBeforeClickHouse(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"})
+	f.env["READSYNC_LOG_LEVEL"] = "debug"
+	f.writeSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
+	log, stop := f.startDaemon(t)
+	base := listenerURL(t, log.String)
+	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	if code := stop(); code != exitOK {
+		t.Fatalf("daemon exit %d", code)
+	}
+	out := log.String()
+	listener := strings.Index(out, `"msg":"health and metrics listener stopped"`)
+	closed := strings.Index(out, `"msg":"ClickHouse connection and spool closed"`)
+	if listener < 0 || closed < 0 || listener > closed {
+		t.Errorf("want the listener stopped before ClickHouse closes; log:\n%s", out)
+	}
+}
