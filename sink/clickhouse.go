@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync"
@@ -24,7 +25,12 @@ type ClickHouse struct {
 	migrated bool
 
 	observe func(table string, rows int, d time.Duration, err error)
+	log     *slog.Logger
 }
+
+// LogTo makes migrations report their progress to log, e.g. how far the
+// fold of existing history has come. Call it before Migrate.
+func (c *ClickHouse) LogTo(log *slog.Logger) { c.log = log }
 
 // ObserveInserts makes every INSERT report its table, row count, duration
 // and error to f, e.g. to feed metrics. Call it before the first write.
@@ -121,7 +127,8 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch), nil
 }
 
-// Migrate creates the database, tables and views when missing. It is
+// Migrate creates the database, tables and views when missing, and the
+// rollups the views read, folding existing history into them. It is
 // idempotent and runs on ClickHouse 18.16 and current releases.
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
@@ -130,6 +137,9 @@ func (c *ClickHouse) Migrate(ctx context.Context) error {
 		if err := c.conn.Exec(ctx, m.sql); err != nil {
 			return c.redact(fmt.Errorf("migration %q: %w", m.name, err))
 		}
+	}
+	if err := c.migrateRollups(ctx); err != nil {
+		return fmt.Errorf("migration \"dashboard rollups\": %w", err)
 	}
 	c.migrated = true
 	return nil
