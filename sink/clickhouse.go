@@ -182,10 +182,15 @@ func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 	}); err != nil {
 		return err
 	}
-	return c.insert(ctx, "message_read_snapshots", snapshotColumns, len(b.Snapshots), func(batch driver.Batch, i int) error {
+	if err := c.insert(ctx, "message_read_snapshots", snapshotColumns, len(b.Snapshots), func(batch driver.Batch, i int) error {
 		s := &b.Snapshots[i]
 		return batch.Append(s.ProjectID, s.MessageID, s.SnapshotAt.Time(), s.ReadCount, s.Total, s.Percent, s.FetchedAt.Time(), s.Version)
-	})
+	}); err != nil {
+		return err
+	}
+	// Part of the write: when it fails, the batch is written again or
+	// spooled, and the next try refreshes the same days.
+	return c.refreshDays(ctx, b.Snapshots)
 }
 
 // RecordRun inserts one row into sync_runs.
