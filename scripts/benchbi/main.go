@@ -27,6 +27,7 @@ import (
 	"os/signal"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -123,7 +124,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%d projects × %d messages × %d days × %d passes a day = %d snapshot rows; median of %d runs (old views: %d)\n\n",
 		o.projects, o.messages, o.days, o.passesPerDay, rows, o.runs, o.oldRuns)
-	fmt.Fprintf(stdout, "%-52s %10s %10s %8s\n", "query", "old ms", "new ms", "rows")
+	fmt.Fprintf(stdout, "%-70s %10s %10s %8s\n", "query", "old ms", "new ms", "rows")
 	for _, q := range qs {
 		newMS, n, err := b.median(ctx, q.new, o.runs)
 		if err != nil {
@@ -137,7 +138,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			}
 			old = fmt.Sprintf("%.0f", ms)
 		}
-		fmt.Fprintf(stdout, "%-52s %10s %10.1f %8d\n", q.name, old, newMS, n)
+		fmt.Fprintf(stdout, "%-70s %10s %10.1f %8d\n", q.name, old, newMS, n)
 	}
 	fmt.Fprintln(stdout)
 	return b.printSizes(ctx, stdout, rows)
@@ -388,8 +389,10 @@ func (b *bencher) panelQueries() ([]query, error) {
 	}
 	var d struct {
 		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
+			Title string `json:"title"`
+			// TimeFrom is a panel's own range ending now, e.g. "2d".
+			TimeFrom string `json:"timeFrom"`
+			Targets  []struct {
 				RawSQL string `json:"rawSql"`
 			} `json:"targets"`
 		} `json:"panels"`
@@ -401,10 +404,17 @@ func (b *bencher) panelQueries() ([]query, error) {
 	for i := range ids {
 		ids[i] = fmt.Sprint(i + 1)
 	}
-	from := "toDateTime('2026-03-01 00:00:00')"
 	to := fmt.Sprintf("toDateTime('2026-03-01 00:00:00') + %d", b.o.days*86400)
 	var out []query
 	for _, p := range d.Panels {
+		from, span := "toDateTime('2026-03-01 00:00:00')", fmt.Sprintf("%d days", b.o.days)
+		if p.TimeFrom != "" {
+			days, err := strconv.Atoi(strings.TrimSuffix(p.TimeFrom, "d"))
+			if err != nil {
+				return nil, fmt.Errorf("panel %q: timeFrom %q: this bench knows only days, such as 2d", p.Title, p.TimeFrom)
+			}
+			from, span = fmt.Sprintf("%s - %d", to, days*86400), p.TimeFrom
+		}
 		for _, t := range p.Targets {
 			sql := t.RawSQL
 			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots"},
@@ -414,7 +424,7 @@ func (b *bencher) panelQueries() ([]query, error) {
 			sql = dateFilter.ReplaceAllString(sql, "$1 >= toDate("+from+") AND $1 <= toDate("+to+")")
 			sql = timeFilter.ReplaceAllString(sql, "$1 >= "+from+" AND $1 <= "+to)
 			sql = strings.ReplaceAll(sql, "${project:csv}", strings.Join(ids, ","))
-			out = append(out, query{name: "panel: " + p.Title + " (all projects)", new: sql})
+			out = append(out, query{name: fmt.Sprintf("panel: %s (all projects, %s)", p.Title, span), new: sql})
 		}
 	}
 	return out, nil
