@@ -23,7 +23,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test lint unit fuzz demo bench bench-bi bench-go clickhouse clickhouse-stop clean
+.PHONY: all build test lint unit fuzz demo bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -41,11 +41,17 @@ lint:
 
 # The integration tests need ClickHouse: scripts/clickhouse.sh starts a private
 # server (installing Debian's package when it may) or uses READSYNC_TEST_CLICKHOUSE_DSN.
+# The cluster tests need a two-node cluster: scripts/cluster.sh starts ZooKeeper
+# and two servers (installing Debian's packages when it may) or uses READSYNC_TEST_CLUSTER_DSNS.
 # The manifest tests render deployments/ with kustomize (from PATH, or `go run`).
 unit:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse; see the message above" >&2; exit 1; }; \
 	echo "ClickHouse for the tests: $$dsn"; \
-	READSYNC_TEST_CLICKHOUSE_DSN=$$dsn READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 $(GO) test -race -count=1 ./...
+	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
+	echo "ClickHouse cluster for the tests: $$cluster"; \
+	READSYNC_TEST_CLICKHOUSE_DSN=$$dsn READSYNC_REQUIRE_CLICKHOUSE=1 \
+	READSYNC_TEST_CLUSTER_DSNS=$$cluster READSYNC_REQUIRE_CLUSTER=1 \
+	READSYNC_REQUIRE_KUSTOMIZE=1 $(GO) test -race -count=1 ./...
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
@@ -82,6 +88,13 @@ clickhouse:
 
 clickhouse-stop:
 	@scripts/clickhouse.sh stop
+
+## cluster: ZooKeeper and a two-node ClickHouse cluster for the cluster tests.
+cluster:
+	@scripts/cluster.sh ensure
+
+cluster-stop:
+	@scripts/cluster.sh stop
 
 ## image: the container image, tagged readsync:$(VERSION); needs a Docker engine.
 IMAGE ?= readsync:$(VERSION)

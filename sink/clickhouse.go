@@ -18,19 +18,17 @@ import (
 // It is safe for concurrent use; Close releases its connections.
 type ClickHouse struct {
 	conn     driver.Conn
+	opts     clickhouse.Options // what conn was opened with, to reach the other hosts of a cluster
 	db       string
+	ddl      ddl
 	password string
+	log      *slog.Logger
 
 	schemaMu sync.Mutex
 	migrated bool
 
 	observe func(table string, rows int, d time.Duration, err error)
-	log     *slog.Logger
 }
-
-// LogTo makes migrations report their progress to log, e.g. how far the
-// fold of existing history has come. Call it before Migrate.
-func (c *ClickHouse) LogTo(log *slog.Logger) { c.log = log }
 
 // ObserveInserts makes every INSERT report its table, row count, duration
 // and error to f, e.g. to feed metrics. Call it before the first write.
@@ -43,9 +41,6 @@ type DSN struct {
 	opts     *clickhouse.Options
 	database string
 }
-
-// Database is the database the DSN names ("default" when it names none).
-func (d DSN) Database() string { return d.database }
 
 // Password is the DSN's password, so that callers can keep it out of what
 // they print.
@@ -93,10 +88,21 @@ func passwordOf(dsn string) string {
 	return pass
 }
 
+// Option configures OpenClickHouse.
+type Option func(*ClickHouse)
+
+// WithTopology places the tables on a cluster (see Topology); without it
+// they live on the one server the DSN names.
+func WithTopology(t Topology) Option { return func(c *ClickHouse) { c.ddl.topo = t } }
+
+// WithLogger sets where migrations report their progress; by default
+// nowhere.
+func WithLogger(l *slog.Logger) Option { return func(c *ClickHouse) { c.log = l } }
+
 // OpenClickHouse connects to the server the DSN names. It does not require
 // the DSN's database to exist: Migrate creates it, and every statement names
 // its database explicitly.
-func OpenClickHouse(ctx context.Context, dsn DSN) (*ClickHouse, error) {
+func OpenClickHouse(ctx context.Context, dsn DSN, options ...Option) (*ClickHouse, error) {
 	opts := *dsn.opts
 	opts.Auth.Database = ""
 	if opts.DialTimeout == 0 {
@@ -106,7 +112,12 @@ func OpenClickHouse(ctx context.Context, dsn DSN) (*ClickHouse, error) {
 	if err != nil {
 		return nil, redact(fmt.Errorf("open ClickHouse: %w", err), dsn.Password())
 	}
-	return &ClickHouse{conn: conn, db: dsn.database, password: dsn.Password()}, nil
+	c := &ClickHouse{conn: conn, opts: opts, db: dsn.database, ddl: ddl{db: dsn.database}, password: dsn.Password(),
+		log: slog.New(slog.DiscardHandler)}
+	for _, o := range options {
+		o(c)
+	}
+	return c, nil
 }
 
 // Close closes the connections.
@@ -127,22 +138,27 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch), nil
 }
 
-// Migrate creates the database, tables and views when missing, and the
-// rollups the views read, folding existing history into them. It is
-// idempotent and runs on ClickHouse 18.16 and current releases.
+// Migrate applies the migrations the database has not had yet, in order,
+// and records each in schema_migrations. A database an earlier release
+// created is adopted as it is. When the schema is current, Migrate only
+// reads: it issues no DDL. Concurrent calls, from this process or others,
+// end with the same schema and no error. The dashboard rollups are built
+// by one of the migrations, which folds existing history into them.
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	for _, m := range migrations(c.db) {
-		if err := c.conn.Exec(ctx, m.sql); err != nil {
-			return c.redact(fmt.Errorf("migration %q: %w", m.name, err))
-		}
-	}
-	if err := c.migrateRollups(ctx); err != nil {
-		return fmt.Errorf("migration \"dashboard rollups\": %w", err)
+	if err := c.migrate(ctx, migrations()); err != nil {
+		return c.redact(err)
 	}
 	c.migrated = true
 	return nil
+}
+
+// SchemaVersion reads which migrations the database has had and which are
+// pending. It changes nothing.
+func (c *ClickHouse) SchemaVersion(ctx context.Context) (SchemaVersion, error) {
+	v, _, err := c.schemaVersion(ctx, migrations())
+	return v, c.redact(err)
 }
 
 // Migrated reports whether Migrate has succeeded on this connection.
@@ -168,24 +184,13 @@ func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	if err := c.insert(ctx, "projects", projectColumns, len(b.Projects), func(batch driver.Batch, i int) error {
-		p := &b.Projects[i]
-		return batch.Append(p.ID, p.NFT, p.Name, p.Description, p.Logo, p.Type, p.WalletAddress,
-			p.CreateAt.Time(), p.Raw, p.FetchedAt.Time(), p.Version)
-	}); err != nil {
+	if err := insert(ctx, c, &projectsTable, b.Projects); err != nil {
 		return err
 	}
-	if err := c.insert(ctx, "messages", messageColumns, len(b.Messages), func(batch driver.Batch, i int) error {
-		m := &b.Messages[i]
-		return batch.Append(m.ProjectID, m.ID, m.Sender, m.RecvGroup, receivers(m.Receivers), m.Subject, m.Type,
-			boolToUInt8(m.IsAllSubscribers), m.CreateAt.Time(), m.FetchedAt.Time(), m.Version)
-	}); err != nil {
+	if err := insert(ctx, c, &messagesTable, b.Messages); err != nil {
 		return err
 	}
-	if err := c.insert(ctx, "message_read_snapshots", snapshotColumns, len(b.Snapshots), func(batch driver.Batch, i int) error {
-		s := &b.Snapshots[i]
-		return batch.Append(s.ProjectID, s.MessageID, s.SnapshotAt.Time(), s.ReadCount, s.Total, s.Percent, s.FetchedAt.Time(), s.Version)
-	}); err != nil {
+	if err := insert(ctx, c, &snapshotsTable, b.Snapshots); err != nil {
 		return err
 	}
 	// Part of the write: when it fails, the batch is written again or
@@ -198,20 +203,18 @@ func (c *ClickHouse) RecordRun(ctx context.Context, r Run) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return c.insert(ctx, "sync_runs", runColumns, 1, func(batch driver.Batch, _ int) error {
-		return batch.Append(r.RunID, r.Schedule, r.Trigger, r.SnapshotAt, r.StartedAt, r.FinishedAt,
-			r.NFTTotal, r.NFTOK, r.NFTFailed, r.Messages, r.Status, r.Error)
-	})
+	return insert(ctx, c, &runsTable, []Run{r})
 }
 
-func (c *ClickHouse) insert(ctx context.Context, table, columns string, n int, row func(driver.Batch, int) error) error {
-	if n == 0 {
+// insert writes rows into t with one INSERT and reports it to observe.
+func insert[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) error {
+	if len(rows) == 0 {
 		return nil
 	}
 	start := time.Now()
-	err := c.send(ctx, table, columns, n, row)
+	err := send(ctx, c, t, rows)
 	if c.observe != nil {
-		c.observe(table, n, time.Since(start), err)
+		c.observe(t.name, len(rows), time.Since(start), err)
 	}
 	return err
 }
@@ -223,52 +226,45 @@ func (c *ClickHouse) insert(ctx context.Context, table, columns string, n int, r
 // batch still makes one part per table.
 const insertBlockRows = 4096
 
-func (c *ClickHouse) send(ctx context.Context, table, columns string, n int, row func(driver.Batch, int) error) error {
+func send[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) error {
+	n := len(rows)
+	ctx = c.syncInserts(ctx)
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
-	q := fmt.Sprintf("INSERT INTO %s (%s)", c.table(table), columns)
+	q := fmt.Sprintf("INSERT INTO %s (%s)", c.ddl.table(t.name), t.columnList())
 	batch, err := c.conn.PrepareBatch(ctx, q)
 	if err != nil {
-		return c.redact(fmt.Errorf("insert into %s: prepare: %w", table, err))
+		return c.redact(fmt.Errorf("insert into %s: prepare: %w", t.name, err))
 	}
 	defer batch.Close()
-	for i := 0; i < n; i++ {
-		if err := row(batch, i); err != nil {
-			return c.redact(fmt.Errorf("insert into %s: row %d: %w", table, i, err))
+	appendRow := t.appender()
+	for i := range rows {
+		if err := appendRow(batch, &rows[i]); err != nil {
+			return c.redact(fmt.Errorf("insert into %s: row %d: %w", t.name, i, err))
 		}
 		if (i+1)%insertBlockRows == 0 && i+1 < n {
 			if err := batch.Flush(); err != nil {
-				return c.redact(fmt.Errorf("insert %d rows into %s: send block: %w", n, table, err))
+				return c.redact(fmt.Errorf("insert %d rows into %s: send block: %w", n, t.name, err))
 			}
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return c.redact(fmt.Errorf("insert %d rows into %s: %w", n, table, err))
+		return c.redact(fmt.Errorf("insert %d rows into %s: %w", n, t.name, err))
 	}
 	return nil
 }
 
-func (c *ClickHouse) table(name string) string { return quoteIdent(c.db) + "." + quoteIdent(name) }
+// syncInserts makes INSERTs through a Distributed table return only once
+// every shard has its rows, so that a batch taken out of the spool is on
+// the cluster, not in a queue on the host that received it.
+func (c *ClickHouse) syncInserts(ctx context.Context) context.Context {
+	if !c.ddl.clustered() {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
+}
 
 func (c *ClickHouse) redact(err error) error { return redact(err, c.password) }
-
-func quoteIdent(s string) string { return "`" + s + "`" }
-
-func boolToUInt8(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// receivers never hands the driver a nil slice, which it would reject for
-// an Array column on some versions.
-func receivers(r []string) []string {
-	if r == nil {
-		return []string{}
-	}
-	return r
-}
 
 // redact removes a secret from an error's text while keeping the chain for
 // errors.Is and errors.As.

@@ -206,8 +206,14 @@ func TestParseDSN(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if d.Database() != tt.db {
-					t.Errorf("database %q, want %q", d.Database(), tt.db)
+				// Opening does not connect: it shows the database the DSN names.
+				ch, err := sink.OpenClickHouse(context.Background(), d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer ch.Close()
+				if ch.Database() != tt.db {
+					t.Errorf("database %q, want %q", ch.Database(), tt.db)
 				}
 				return
 			}

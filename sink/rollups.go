@@ -3,7 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
-	"log/slog"
+	"slices"
 	"strings"
 	"time"
 )
@@ -46,15 +46,13 @@ const snapshotRow = "concat(" + orderKey + ", toString(read_count), ',', toStrin
 // values begin.
 const rowKeyLength = 33
 
-// rollupTable is a rollup: its DDL, and the SELECT over the snapshot
+// rollupTable is a rollup: its table, and the SELECT over the snapshot
 // history that fills it, used by its materialized view for new rows and by
 // the fold for old ones. Columns are named apart from the snapshot
 // columns: 18.16 substitutes an alias wherever its name appears in the
-// same SELECT, so argMaxState(read_count, …) AS read_count would be cyclic.
+// same SELECT, so max(…) AS latest would be cyclic next to a column latest.
 type rollupTable struct {
-	name    string
-	columns string
-	engine  string
+	tableDef
 	// fill selects from {from}, the snapshot table, with {where} a WHERE
 	// clause (empty, or restricting the rows).
 	fill string
@@ -66,27 +64,29 @@ func (r rollupTable) selectFrom(from, where string) string {
 	return strings.NewReplacer("{from}", from, "{where}", where).Replace(r.fill)
 }
 
+// rollupLayout stores a rollup like the snapshot table it derives from:
+// in cluster mode, replicated, and sharded by project so that a project's
+// rollup rows sit on the shard of its snapshots.
+func rollupLayout(e engine, partitionBy, orderBy string) layout {
+	return layout{engine: e, partitionBy: partitionBy, orderBy: orderBy, shardBy: "project_id"}
+}
+
 func rollupTables() []rollupTable {
 	return []rollupTable{
 		{
 			// One row per message: its latest snapshot.
-			name: latestRollup,
-			columns: `project_id Int64,
-    message_id Int64,
-    latest_row AggregateFunction(max, String)`,
-			engine: "AggregatingMergeTree() ORDER BY (project_id, message_id)",
+			tableDef: tableDef{name: latestRollup, columns: []columnDef{
+				{"project_id", "Int64"}, {"message_id", "Int64"}, {"latest_row", "AggregateFunction(max, String)"},
+			}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "", "(project_id, message_id)")},
 			fill: `SELECT project_id, message_id, maxState(` + snapshotRow + `) AS latest_row
 FROM {from} {where}
 GROUP BY project_id, message_id`,
 		},
 		{
 			// One row per message and UTC day: its last snapshot of the day.
-			name: dailyRollup,
-			columns: `project_id Int64,
-    day Date,
-    message_id Int64,
-    day_row AggregateFunction(max, String)`,
-			engine: "AggregatingMergeTree() PARTITION BY toYYYYMM(day) ORDER BY (project_id, day, message_id)",
+			tableDef: tableDef{name: dailyRollup, columns: []columnDef{
+				{"project_id", "Int64"}, {"day", "Date"}, {"message_id", "Int64"}, {"day_row", "AggregateFunction(max, String)"},
+			}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day, message_id)")},
 			fill: `SELECT project_id, toDate(snapshot_at, 'UTC') AS day, message_id, maxState(` + snapshotRow + `) AS day_row
 FROM {from} {where}
 GROUP BY project_id, day, message_id`,
@@ -95,14 +95,10 @@ GROUP BY project_id, day, message_id`,
 			// One row per write of a project at a snapshot: readsync gives
 			// every write of a project its own version, so summing the
 			// rows of one (project, snapshot, version) sums one write.
-			name: snapshotRollup,
-			columns: `project_id Int64,
-    snapshot_at DateTime,
-    version UInt64,
-    write_messages UInt64,
-    write_reads UInt64,
-    write_total UInt64`,
-			engine: "SummingMergeTree() PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, snapshot_at, version)",
+			tableDef: tableDef{name: snapshotRollup, columns: []columnDef{
+				{"project_id", "Int64"}, {"snapshot_at", "DateTime"}, {"version", "UInt64"},
+				{"write_messages", "UInt64"}, {"write_reads", "UInt64"}, {"write_total", "UInt64"},
+			}, layout: rollupLayout(engine{name: "SummingMergeTree"}, "toYYYYMM(snapshot_at)", "(project_id, snapshot_at, version)")},
 			fill: `SELECT
     project_id,
     snapshot_at,
@@ -121,15 +117,15 @@ GROUP BY project_id, snapshot_at, version`,
 // per SELECT (hence the nesting) and substitutes an alias wherever its name
 // appears in the same SELECT (hence the rollups' own column names). The
 // small lookup tables use FINAL.
-func views(db string) [][2]string {
-	q := func(t string) string { return quoteIdent(db) + "." + quoteIdent(t) }
+func views(d ddl) [][2]string {
+	q := d.table
 	projects := fmt.Sprintf(`ANY LEFT JOIN
 (
-    SELECT id AS project_id, nft, name AS project_name
+    SELECT id AS project_id, nft, name AS project_name%s
     FROM %s FINAL
-) USING (project_id)`, q("projects"))
+) USING (project_id)`, d.finalVersion(), q("projects"))
 	return [][2]string{
-		{"message_read_latest", fmt.Sprintf(`CREATE VIEW %s AS
+		{"message_read_latest", fmt.Sprintf(`CREATE VIEW %s%s AS
 SELECT project_id, nft, project_name, message_id, subject, snapshot_at, read_count, total, percent
 FROM
 (
@@ -153,16 +149,16 @@ FROM
     )
     ANY LEFT JOIN
     (
-        SELECT project_id, id AS message_id, subject
+        SELECT project_id, id AS message_id, subject%s
         FROM %s FINAL
     ) USING (project_id, message_id)
 )
-%s`, q("message_read_latest"), rowKeyLength+1, q(latestRollup), q("messages"), projects)},
+%s`, q("message_read_latest"), d.onCluster(), rowKeyLength+1, q(latestRollup), d.finalVersion(), q("messages"), projects)},
 		// A day is a UTC day whatever the server's time zone, like
 		// snapshot_at itself. Each message counts with its last snapshot
 		// of the day, so a project's line does not depend on how many
 		// passes ran that day.
-		{"project_read_daily", fmt.Sprintf(`CREATE VIEW %s AS
+		{"project_read_daily", fmt.Sprintf(`CREATE VIEW %s%s AS
 SELECT day, project_id, nft, project_name, messages, reads, total, if(total = 0, 0, reads / total) AS read_rate
 FROM
 (
@@ -175,10 +171,10 @@ FROM
         GROUP BY project_id, day
     )
 )
-%s`, q("project_read_daily"), q(dayRollup), projects)},
+%s`, q("project_read_daily"), d.onCluster(), q(dayRollup), projects)},
 		// A project's read rate at a snapshot is that of its newest write
 		// for the snapshot: the highest version.
-		{snapshotView, fmt.Sprintf(`CREATE VIEW %s AS
+		{snapshotView, fmt.Sprintf(`CREATE VIEW %s%s AS
 SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, if(total = 0, 0, reads / total) AS read_rate
 FROM
 (
@@ -197,164 +193,99 @@ FROM
     )
     GROUP BY project_id, snapshot_at
 )
-%s`, q(snapshotView), q(snapshotRollup), projects)},
+%s`, q(snapshotView), d.onCluster(), q(snapshotRollup), projects)},
 	}
 }
 
-// migrateRollups makes the views read the rollups. When they already do,
-// it does nothing. Otherwise (a new database, one written by a release
-// before the rollups, or a fold that was cut off) it rebuilds the rollups
-// from scratch: drops what a cut-off fold left, creates each rollup and
-// its materialized view, folds the existing history into it a partition
-// at a time, and only then replaces the views, so the views are the mark
-// of a finished fold.
-func (c *ClickHouse) migrateRollups(ctx context.Context) error {
-	current, err := c.viewsCurrent(ctx)
-	if err != nil || current {
-		return err
+// migrateRollups is the migration that makes the views read the rollups.
+// It drops whatever a cut-off run of it left (the rollups are derived
+// data), creates each rollup and its materialized view, folds the existing
+// history into them a partition at a time, and only then replaces the
+// views, so the old views answer until the fold is done.
+//
+// In cluster mode each rollup is a replicated <rollup>_local on every host
+// with a Distributed table over it, sharded by project like the snapshots;
+// each host's materialized view reads its own message_read_snapshots_local
+// and writes its own rollup's local table, whose replication brings the
+// rows to the shard's other replicas. The fold reads and writes through
+// the Distributed tables.
+func migrateRollups(ctx context.Context, m *migrator) error {
+	d := m.ddl
+	rollups := rollupTables()
+	var drop []string
+	for _, r := range rollups {
+		drop = append(drop, d.table(r.name+"_mv"), d.table(r.name), d.local(r.name))
 	}
-	log := c.logger()
-	q := c.table
-	for _, r := range rollupTables() {
-		for _, stmt := range []string{
-			"DROP TABLE IF EXISTS " + q(r.name+"_mv"),
-			"DROP TABLE IF EXISTS " + q(r.name),
-		} {
-			if err := c.exec(ctx, stmt); err != nil {
-				return err
-			}
-		}
-	}
-	for _, stmt := range []string{"DROP TABLE IF EXISTS " + q(dayRollup), fmt.Sprintf(dayRollupDDL, q(dayRollup))} {
-		if err := c.exec(ctx, stmt); err != nil {
+	drop = append(drop, d.table(dayRollup), d.local(dayRollup))
+	for _, t := range slices.Compact(drop) {
+		if err := m.exec(ctx, "DROP TABLE IF EXISTS "+t+d.onCluster()); err != nil {
 			return err
 		}
 	}
 	// Rows the materialized views see from here on are theirs; the fold
-	// takes the older ones. Only the summing rollup counts a row twice
-	// if both took it, so its fold stops at the versions written before
-	// its view existed.
+	// takes the older ones. Only the summing rollup would count a row
+	// twice if both took it, so its fold stops at the versions written
+	// before its view existed.
 	cutoff := uint64(time.Now().UnixNano())
-	for _, r := range rollupTables() {
-		if err := c.exec(ctx, fmt.Sprintf("CREATE TABLE %s (\n    %s\n) ENGINE = %s", q(r.name), r.columns, r.engine)); err != nil {
-			return err
+	for _, r := range rollups {
+		stmts := d.createTable(r.tableDef)
+		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+			d.table(r.name+"_mv"), d.onCluster(), d.local(r.name), r.selectFrom(d.local("message_read_snapshots"), "")))
+		for _, q := range stmts {
+			if err := m.exec(ctx, q); err != nil {
+				return err
+			}
 		}
-		if err := c.exec(ctx, fmt.Sprintf("CREATE MATERIALIZED VIEW %s TO %s AS\n%s",
-			q(r.name+"_mv"), q(r.name), r.selectFrom(q("message_read_snapshots"), ""))); err != nil {
+	}
+	for _, q := range d.createTable(dayRollupTable) {
+		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
-	partitions, err := c.partitions(ctx, "message_read_snapshots")
+
+	partitions, err := m.partitions(ctx, "message_read_snapshots")
 	if err != nil {
 		return err
 	}
 	if len(partitions) > 0 {
-		log.Info("folding snapshot history into the rollups", "partitions", len(partitions))
+		m.log.Info("folding snapshot history into the rollups", "partitions", len(partitions))
 	}
 	for i, p := range partitions {
 		start := time.Now()
-		for _, r := range rollupTables() {
-			where := fmt.Sprintf("WHERE toYYYYMM(snapshot_at) = %d", p)
+		for _, r := range rollups {
+			where := "WHERE toYYYYMM(snapshot_at) = " + p
 			if r.name == snapshotRollup {
 				where += fmt.Sprintf(" AND version < %d", cutoff)
 			}
-			if err := c.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", q(r.name), r.selectFrom(q("message_read_snapshots"), where))); err != nil {
-				return fmt.Errorf("fold partition %d: %w", p, err)
+			if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.table(r.name), r.selectFrom(d.table("message_read_snapshots"), where))); err != nil {
+				return fmt.Errorf("fold partition %s into %s: %w", p, r.name, err)
 			}
 		}
-		log.Info("folded snapshot partition", "partition", p, "done", i+1, "of", len(partitions),
+		m.log.Info("folded snapshot partition", "partition", p, "done", i+1, "of", len(partitions),
 			"duration_ms", time.Since(start).Milliseconds())
 	}
 	// The day rollup last, from the daily rollup, which now holds every
-	// row; a month at a time keeps the GROUP BY's memory to a month's
+	// row; a month at a time bounds the GROUP BY's memory by a month's
 	// messages × days.
-	months, err := c.partitions(ctx, dailyRollup)
+	months, err := m.partitions(ctx, dailyRollup)
 	if err != nil {
 		return err
 	}
-	for i, m := range months {
+	for i, month := range months {
 		start := time.Now()
-		where := fmt.Sprintf("WHERE toYYYYMM(day) = %d", m)
-		if err := c.exec(ctx, fmt.Sprintf(refreshDaysSQL, q(dayRollup), q(dailyRollup), where, rowKeyLength+1)); err != nil {
-			return fmt.Errorf("fold month %d into %s: %w", m, dayRollup, err)
+		if err := m.exec(ctx, refreshDays(d, "WHERE toYYYYMM(day) = "+month)); err != nil {
+			return fmt.Errorf("fold month %s into %s: %w", month, dayRollup, err)
 		}
-		log.Info("folded project days", "month", m, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
+		m.log.Info("folded project days", "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
 	}
-	for _, v := range views(c.db) {
-		for _, stmt := range []string{"DROP TABLE IF EXISTS " + q(v[0]), v[1]} {
-			if err := c.exec(ctx, stmt); err != nil {
+	for _, v := range views(d) {
+		for _, q := range []string{"DROP TABLE IF EXISTS " + d.table(v[0]) + d.onCluster(), v[1]} {
+			if err := m.exec(ctx, q); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
-}
-
-// viewsCurrent reports whether every view exists and reads its rollup.
-func (c *ClickHouse) viewsCurrent(ctx context.Context) (bool, error) {
-	rows, err := c.conn.Query(ctx, "SELECT name, create_table_query FROM system.tables WHERE database = ?", c.db)
-	if err != nil {
-		return false, c.redact(fmt.Errorf("list tables of %s: %w", c.db, err))
-	}
-	defer rows.Close()
-	ddl := map[string]string{}
-	for rows.Next() {
-		var name, query string
-		if err := rows.Scan(&name, &query); err != nil {
-			return false, c.redact(fmt.Errorf("list tables of %s: %w", c.db, err))
-		}
-		ddl[name] = query
-	}
-	if err := rows.Err(); err != nil {
-		return false, c.redact(fmt.Errorf("list tables of %s: %w", c.db, err))
-	}
-	reads := map[string]string{"message_read_latest": latestRollup, "project_read_daily": dayRollup, snapshotView: snapshotRollup}
-	for view, rollup := range reads {
-		if !strings.Contains(ddl[view], rollup) {
-			return false, nil
-		}
-	}
-	for _, r := range rollupTables() {
-		if ddl[r.name+"_mv"] == "" {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// partitions lists the partitions of a table partitioned by month
-// (toYYYYMM), oldest first.
-func (c *ClickHouse) partitions(ctx context.Context, table string) ([]uint32, error) {
-	rows, err := c.conn.Query(ctx, `SELECT DISTINCT toUInt32(partition) AS p FROM system.parts
-WHERE database = ? AND table = ? AND active ORDER BY p`, c.db, table)
-	if err != nil {
-		return nil, c.redact(fmt.Errorf("list partitions of %s: %w", table, err))
-	}
-	defer rows.Close()
-	var out []uint32
-	for rows.Next() {
-		var p uint32
-		if err := rows.Scan(&p); err != nil {
-			return nil, c.redact(fmt.Errorf("list partitions of %s: %w", table, err))
-		}
-		out = append(out, p)
-	}
-	return out, c.redact(rows.Err())
-}
-
-func (c *ClickHouse) exec(ctx context.Context, stmt string) error {
-	if err := c.conn.Exec(ctx, stmt); err != nil {
-		head, _, _ := strings.Cut(stmt, "\n")
-		return c.redact(fmt.Errorf("%s: %w", head, err))
-	}
-	return nil
-}
-
-func (c *ClickHouse) logger() *slog.Logger {
-	if c.log == nil {
-		return slog.New(slog.DiscardHandler)
-	}
-	return c.log
 }
 
 // The day rollup holds one row per project and UTC day once merged: the
@@ -371,14 +302,16 @@ func (c *ClickHouse) logger() *slog.Logger {
 // later refresh saw more, the first component that differs is larger; if it
 // saw the same last snapshots, its values are the same. Each sum is padded
 // to 20 digits so that the key compares as a String.
-const dayRollupDDL = `CREATE TABLE %s (
-    project_id Int64,
-    day Date,
-    day_state AggregateFunction(argMax, Tuple(UInt64, UInt64, UInt64), String)
-) ENGINE = AggregatingMergeTree() PARTITION BY toYYYYMM(day) ORDER BY (project_id, day)`
+var dayRollupTable = tableDef{name: dayRollup, columns: []columnDef{
+	{"project_id", "Int64"}, {"day", "Date"}, {"day_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, UInt64), String)"},
+}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day)")}
 
-// refreshDaysSQL computes the day rollup's rows from the daily rollup for
-// the (project, day) pairs that %[3]s, a WHERE clause, selects.
+// refreshDays returns the INSERT that computes the day rollup's rows from
+// the daily rollup for the (project, day) pairs that where selects.
+func refreshDays(d ddl, where string) string {
+	return fmt.Sprintf(refreshDaysSQL, d.table(dayRollup), d.table(dailyRollup), where, rowKeyLength+1)
+}
+
 const refreshDaysSQL = `INSERT INTO %[1]s (project_id, day, day_state)
 SELECT project_id, day, argMaxState(day_values, refresh_key)
 FROM
@@ -435,8 +368,8 @@ func (c *ClickHouse) refreshDays(ctx context.Context, snaps []Snapshot) error {
 	// project_id IN (…) lets the daily rollup's primary key narrow the
 	// read; the pairs make it exact.
 	where := fmt.Sprintf("WHERE project_id IN (%s) AND (project_id, day) IN (%s)", strings.Join(projects, ", "), strings.Join(pairs, ", "))
-	if err := c.exec(ctx, fmt.Sprintf(refreshDaysSQL, c.table(dayRollup), c.table(dailyRollup), where, rowKeyLength+1)); err != nil {
-		return fmt.Errorf("refresh %d project days of %s: %w", len(pairs), dayRollup, err)
+	if err := c.conn.Exec(c.syncInserts(ctx), refreshDays(c.ddl, where)); err != nil {
+		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(pairs), dayRollup, err))
 	}
 	return nil
 }

@@ -21,20 +21,20 @@ import (
 // equal.
 func previousSchema(t *testing.T, db string) []string {
 	t.Helper()
-	b, err := os.ReadFile("testdata/schema-5013242.sql")
+	b, err := os.ReadFile("testdata/release-5013242/schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, stmt := range strings.Split(string(b), ";\n") {
+	for _, stmt := range strings.Split(string(b), "\n;\n") {
 		var lines []string
 		for _, l := range strings.Split(stmt, "\n") {
 			if !strings.HasPrefix(l, "--") {
 				lines = append(lines, l)
 			}
 		}
-		if s := strings.TrimSpace(strings.Join(lines, "\n")); s != "" {
-			out = append(out, strings.ReplaceAll(s, "{db}", "`"+db+"`"))
+		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";")); s != "" {
+			out = append(out, strings.ReplaceAll(s, "{db}", db))
 		}
 	}
 	return out
@@ -334,9 +334,6 @@ var allViews = []string{"message_read_latest", "project_read_daily", "project_re
 func TestFoldPreviousRelease(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	if err := db.Conn.Exec(ctx, "CREATE DATABASE `"+db.Name+"`"); err != nil {
-		t.Fatal(err)
-	}
 	for _, stmt := range previousSchema(t, db.Name) {
 		if err := db.Conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%v\n%s", err, stmt)
@@ -346,7 +343,8 @@ func TestFoldPreviousRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := sink.OpenClickHouse(ctx, dsn)
+	var logs bytes.Buffer
+	ch, err := sink.OpenClickHouse(ctx, dsn, sink.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,8 +365,6 @@ func TestFoldPreviousRelease(t *testing.T) {
 		insertDirect(t, db, b)
 	}
 
-	var logs bytes.Buffer
-	ch.LogTo(slog.New(slog.NewTextHandler(&logs, nil)))
 	if err := ch.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/readsync/readsync/sink"
@@ -60,7 +61,7 @@ func (a *app) checkClickHouse(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	// Connect without migrating: a check must not change the database.
-	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
+	ch, err := a.openClickHouse(ctx)
 	if err != nil {
 		return err
 	}
@@ -69,6 +70,47 @@ func (a *app) checkClickHouse(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(a.stdout, "clickhouse: ok (server %s, database %q)\n", v, ch.Database())
+	if err := a.checkHosts(ctx, ch); err != nil {
+		return err
+	}
+	sv, err := ch.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	schema := fmt.Sprintf("schema version %d, current", sv.Applied)
+	switch {
+	case sv.Applied > sv.Latest:
+		schema = fmt.Sprintf("schema version %d, newer than this readsync's %d: a later release migrated it", sv.Applied, sv.Latest)
+	case !sv.Current():
+		schema = fmt.Sprintf("schema version %d, %d migrations pending (%s): readsync --migrate or the daemon applies them",
+			sv.Applied, len(sv.Pending), strings.Join(sv.Pending, ", "))
+	}
+	fmt.Fprintf(a.stdout, "clickhouse: ok (server %s, database %q, %s)\n", v, ch.Database(), schema)
+	return nil
+}
+
+// checkHosts reaches every host of the cluster, one line each; it fails
+// when the cluster is unknown or a host does not answer.
+func (a *app) checkHosts(ctx context.Context, ch *sink.ClickHouse) error {
+	cluster, ok := ch.Clustered()
+	if !ok {
+		return nil
+	}
+	hosts, err := ch.Hosts(ctx)
+	if err != nil {
+		return fmt.Errorf("READSYNC_CLICKHOUSE_CLUSTER: %w", err)
+	}
+	down := 0
+	for _, h := range hosts {
+		if h.Err != nil {
+			down++
+			fmt.Fprintf(a.stdout, "clickhouse: cluster %s host %s (shard %d, replica %d): FAILED: %v\n", cluster, h.Address, h.Shard, h.Replica, h.Err)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "clickhouse: cluster %s host %s (shard %d, replica %d): ok (server %s)\n", cluster, h.Address, h.Shard, h.Replica, h.Version)
+	}
+	if down > 0 {
+		return fmt.Errorf("%d of %d hosts of cluster %s do not answer", down, len(hosts), cluster)
+	}
 	return nil
 }

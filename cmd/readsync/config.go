@@ -40,6 +40,7 @@ type env struct {
 	ClientID       string        `env:"READSYNC_CLIENT_ID, required"`
 	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required"`
 	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN"`
+	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE"`
 	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml"`
 	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8"`
 	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s"`
@@ -47,6 +48,10 @@ type env struct {
 	LogFormat      string        `env:"READSYNC_LOG_FORMAT"`
 	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC"`
 	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000"`
+
+	// The cluster's replica path defaults to sink.DefaultReplicaPath.
+	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER"`
+	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH"`
 
 	MaxRetries       int           `env:"READSYNC_MAX_RETRIES, default=4"`
 	RetryBackoff     time.Duration `env:"READSYNC_RETRY_BACKOFF, default=500ms"`
@@ -68,8 +73,10 @@ type config struct {
 	Location *time.Location
 	LogLevel slog.Level
 	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
-	ShardOf   sync.Shard
-	DSN       sink.DSN // zero in dry-run mode
+	ShardOf sync.Shard
+	DSN     sink.DSN // zero in dry-run mode
+	// Topology is where the tables live: one server or a cluster.
+	Topology  sink.Topology
 	Schedules []sync.Schedule
 }
 
@@ -174,8 +181,39 @@ func (c *config) validate(needDSN bool) error {
 	if err != nil {
 		return configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
+	if c.CAFile != "" {
+		if dsn, err = dsn.WithCAFile(c.CAFile); err != nil {
+			return configErrorf("READSYNC_CLICKHOUSE_CA_FILE: %w", err)
+		}
+	}
 	c.DSN = dsn
+	topo, err := parseTopology(c.ClickHouseCluster, c.ClickHouseReplicaPath)
+	if err != nil {
+		return &configError{err}
+	}
+	c.Topology = topo
 	return nil
+}
+
+// parseTopology checks the cluster variables. Whether the server knows the
+// cluster is for Migrate and --check to find out.
+func parseTopology(cluster, replicaPath string) (sink.Topology, error) {
+	if cluster == "" {
+		if replicaPath != "" {
+			return sink.Topology{}, errors.New("READSYNC_CLICKHOUSE_REPLICA_PATH is set but READSYNC_CLICKHOUSE_CLUSTER is not: a replica path only applies to a cluster")
+		}
+		return sink.Topology{}, nil
+	}
+	for _, r := range cluster {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.", r)) {
+			return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_CLUSTER %q: a cluster name of remote_servers, such as main_cluster (letters, digits, _ - .)", cluster)
+		}
+	}
+	if replicaPath != "" && (!strings.HasPrefix(replicaPath, "/") || !strings.Contains(replicaPath, "{table}")) {
+		return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH %q: a ZooKeeper path starting with / and containing {table}, such as %s",
+			replicaPath, sink.DefaultReplicaPath)
+	}
+	return sink.Topology{Cluster: cluster, ReplicaPath: replicaPath}, nil
 }
 
 // nameVariable rewrites envconfig's errors, which name the Go field, to

@@ -20,6 +20,9 @@ func baseEnv() map[string]string {
 	}
 }
 
+// tlsDSN is a valid DSN asking for native TLS.
+const tlsDSN = "clickhouse://default:pa55word@127.0.0.1:1/readsync?secure=true"
+
 func runWith(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
@@ -41,6 +44,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "READSYNC_CLIENT_SECRET"},
 		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN is required"},
 		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_DSN: scheme \"http\""},
+		{"ca file missing", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/nope.pem"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_CA_FILE: CA file: open testdata/nope.pem: no such file"},
+		{"ca file missing in check", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/nope.pem"}, []string{"--check"}, "READSYNC_CLICKHOUSE_CA_FILE: CA file: open testdata/nope.pem"},
+		{"ca file without a certificate", map[string]string{"READSYNC_CLICKHOUSE_DSN": tlsDSN, "READSYNC_CLICKHOUSE_CA_FILE": "testdata/not-a-ca.pem"}, nil, "READSYNC_CLICKHOUSE_CA_FILE: CA file testdata/not-a-ca.pem: no PEM certificate in it"},
+		{"ca file with a plain-text dsn", map[string]string{"READSYNC_CLICKHOUSE_CA_FILE": "testdata/not-a-ca.pem"}, []string{"--backfill"}, "READSYNC_CLICKHOUSE_CA_FILE: a CA file needs a DSN with secure=true"},
 		{"concurrency not a number", map[string]string{"READSYNC_CONCURRENCY": "many"}, []string{"--backfill"}, `READSYNC_CONCURRENCY: strconv.ParseInt: parsing "many"`},
 		{"concurrency zero", map[string]string{"READSYNC_CONCURRENCY": "0"}, []string{"--backfill"}, "READSYNC_CONCURRENCY 0: must be between 1 and 1024"},
 		{"timeout not a duration", map[string]string{"READSYNC_REQUEST_TIMEOUT": "30"}, []string{"--backfill"}, `READSYNC_REQUEST_TIMEOUT: time: missing unit in duration "30"`},
@@ -65,6 +72,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"shard not a fraction", map[string]string{"READSYNC_SHARD": "web-0"}, []string{"--backfill"}, `READSYNC_SHARD: shard "web-0": want i/n`},
 		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
 		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
+		{"cluster name", map[string]string{"READSYNC_CLICKHOUSE_CLUSTER": "main cluster"}, []string{"--migrate"}, `READSYNC_CLICKHOUSE_CLUSTER "main cluster": a cluster name of remote_servers`},
+		{"replica path without cluster", map[string]string{"READSYNC_CLICKHOUSE_REPLICA_PATH": "/x/{table}"}, []string{"--migrate"}, "READSYNC_CLICKHOUSE_REPLICA_PATH is set but READSYNC_CLICKHOUSE_CLUSTER is not"},
+		{"replica path without table", map[string]string{"READSYNC_CLICKHOUSE_CLUSTER": "c", "READSYNC_CLICKHOUSE_REPLICA_PATH": "/clickhouse/{shard}"}, []string{"--migrate"}, `READSYNC_CLICKHOUSE_REPLICA_PATH "/clickhouse/{shard}": a ZooKeeper path starting with / and containing {table}`},
+		{"migrate with backfill", nil, []string{"--migrate", "--backfill"}, "--migrate is a mode of its own"},
 		{"unknown flag", nil, []string{"--backfil"}, "flag provided but not defined: -backfil"},
 		{"stray argument", nil, []string{"--backfill", "alice.dmail"}, `unexpected argument "alice.dmail"`},
 		{"schedule without backfill", nil, []string{"--schedule", "hourly"}, "--schedule needs --backfill"},

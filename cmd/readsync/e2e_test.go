@@ -432,3 +432,30 @@ func TestDaemonRunsSchedules(t *testing.T) {
 		t.Errorf("%d runs whose tick has no snapshot rows", mismatched)
 	}
 }
+
+// A backfill writes over native TLS to a server whose certificate a private
+// CA signed, given that CA in READSYNC_CLICKHOUSE_CA_FILE; without it,
+// --check names the certificate problem.
+func TestBackfillOverTLS(t *testing.T) {
+	f := newFixture(t, []string{"tls.eth"}, apitest.WithProjects(apitest.Project{ID: 5, NFT: "tls.eth",
+		Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 2, Percent: "50.00%"}}}))
+	srv := sinktest.NewTLSServer(t)
+	f.env["READSYNC_CLICKHOUSE_DSN"] = srv.DSN
+	f.env["READSYNC_CLICKHOUSE_CA_FILE"] = srv.CAFile
+	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+		t.Fatalf("backfill over TLS: exit %d:\n%s", code, stderr)
+	}
+	var n uint64
+	if err := srv.Conn.QueryRow(context.Background(), "SELECT count() FROM `readsync`.`message_read_snapshots` FINAL").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("%d snapshot rows over TLS, want 1", n)
+	}
+
+	delete(f.env, "READSYNC_CLICKHOUSE_CA_FILE")
+	code, stdout, stderr := f.run(t, "--check")
+	if code != exitFailed || !strings.Contains(stdout, "clickhouse: FAILED") || !strings.Contains(stdout, "certificate signed by unknown authority") {
+		t.Fatalf("--check without the CA: exit %d:\n%s%s", code, stdout, stderr)
+	}
+}

@@ -17,6 +17,7 @@ type flags struct {
 	snapshotAt time.Time
 	dryRun     bool
 	check      bool
+	migrate    bool
 	version    bool
 }
 
@@ -84,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Var(snapshotFlag{&f.snapshotAt}, "snapshot-at", "with --backfill: stamp the pass with this RFC 3339 time (default: the pass start)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse")
 	fs.BoolVar(&f.check, "check", false, "validate configuration, reach the API and ClickHouse, report, exit")
+	fs.BoolVar(&f.migrate, "migrate", false, "apply pending ClickHouse migrations, then exit (for an init container or a Job)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -109,6 +111,9 @@ func (f flags) validate() error {
 	}
 	if f.backfill && f.check {
 		return errors.New("--backfill and --check are separate modes; give one")
+	}
+	if f.migrate && (f.backfill || f.check || f.dryRun) {
+		return errors.New("--migrate is a mode of its own; give it alone")
 	}
 	if f.schedule != "" && len(f.nft) > 0 {
 		return errors.New("--schedule and --nft both choose the names; give one")

@@ -79,6 +79,8 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 		return exitConfig
 	}
 	switch {
+	case f.migrate:
+		return a.migrate(ctx)
 	case f.check:
 		return a.check(ctx, f.dryRun)
 	case f.backfill:
@@ -142,12 +144,11 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	if st := sp.Stats(); st.Entries > 0 {
 		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes)
 	}
-	ch, err := sink.OpenClickHouse(ctx, a.cfg.DSN)
+	ch, err := a.openClickHouse(ctx)
 	if err != nil {
 		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
 	ch.ObserveInserts(a.metrics.observeInsert)
-	ch.LogTo(a.log)
 	a.metrics.observeSpool(sp)
 	// Long enough for the one-time fold of existing history into the
 	// dashboard rollups (about half a minute per 70M snapshot rows); an

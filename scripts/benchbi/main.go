@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.runs, "runs", 5, "runs of each new query; the median is shown")
 	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on release 5013242's views (0 skips them)")
 	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
-	fs.StringVar(&o.oldSchema, "old-schema", "sink/testdata/schema-5013242.sql", "release 5013242's schema, for its views")
+	fs.StringVar(&o.oldSchema, "old-schema", "sink/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
 	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -207,9 +207,6 @@ func (b *bencher) generate(ctx context.Context, stderr io.Writer) error {
 	if err := b.exec(ctx, "DROP DATABASE IF EXISTS "+b.db); err != nil {
 		return err
 	}
-	if err := b.exec(ctx, "CREATE DATABASE "+b.db); err != nil {
-		return err
-	}
 	old, err := previousSchema(b.o.oldSchema, b.o.database)
 	if err != nil {
 		return err
@@ -260,12 +257,11 @@ FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 A
 	if err != nil {
 		return err
 	}
-	ch, err := sink.OpenClickHouse(ctx, dsn)
+	ch, err := sink.OpenClickHouse(ctx, dsn, sink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	ch.LogTo(slog.New(slog.NewTextHandler(stderr, nil)))
 	start := time.Now()
 	if err := ch.Migrate(ctx); err != nil {
 		return err
@@ -289,15 +285,15 @@ func previousSchema(file, db string) ([]string, error) {
 		return nil, fmt.Errorf("-old-schema: %w", err)
 	}
 	var out []string
-	for _, stmt := range strings.Split(string(raw), ";\n") {
+	for _, stmt := range strings.Split(string(raw), "\n;\n") {
 		var lines []string
 		for _, l := range strings.Split(stmt, "\n") {
 			if !strings.HasPrefix(l, "--") {
 				lines = append(lines, l)
 			}
 		}
-		if s := strings.TrimSpace(strings.Join(lines, "\n")); s != "" {
-			out = append(out, strings.ReplaceAll(s, "{db}", "`"+db+"`"))
+		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";")); s != "" {
+			out = append(out, strings.ReplaceAll(s, "{db}", db))
 		}
 	}
 	return out, nil

@@ -38,10 +38,18 @@ type Target interface {
 	RecordRun(ctx context.Context, r sink.Run) error
 }
 
-// entry is the content of one spool file.
+// entry is the content of one spool file: the rows under the JSON names of
+// the row structs' fields, which are the tables' column names.
+//
+// The version rule: Format is 1 since the first release. A release that
+// only adds fields (a new column) keeps the number: an older entry decodes
+// with the new field at its zero value, and the column's default must
+// agree. A change an older reader would misread (a field renamed, retyped
+// or given a new meaning) bumps Format; readers keep decoding every format
+// up to their own, converting older ones, and refuse a newer one, which
+// they move aside rather than misread. A test replays entries the first
+// release wrote (testdata/release-5013242).
 type entry struct {
-	// Format is bumped when the layout changes incompatibly, so an old
-	// binary refuses a newer file instead of misreading it.
 	Format int         `json:"format"`
 	Batch  *sink.Batch `json:"batch,omitempty"`
 	Run    *sink.Run   `json:"run,omitempty"`

@@ -1,8 +1,9 @@
--- The schema of release 5013242, before the dashboard rollups: what an upgrade starts from.
--- {db} stands for the database. Statements end with a semicolon at the end of a line.
-
--- create projects
-CREATE TABLE IF NOT EXISTS {db}.`projects` (
+-- The schema as readsync 5013242 created it, copied from that commit's
+-- sink/schema.go. Statements end with a line holding only ";"; {db} stands
+-- for the database.
+CREATE DATABASE IF NOT EXISTS `{db}`
+;
+CREATE TABLE IF NOT EXISTS `{db}`.`projects` (
     id Int64,
     nft String,
     name String,
@@ -15,10 +16,9 @@ CREATE TABLE IF NOT EXISTS {db}.`projects` (
     fetched_at DateTime,
     version UInt64
 ) ENGINE = ReplacingMergeTree(version)
-ORDER BY id;
-
--- create messages
-CREATE TABLE IF NOT EXISTS {db}.`messages` (
+ORDER BY id
+;
+CREATE TABLE IF NOT EXISTS `{db}`.`messages` (
     project_id Int64,
     id Int64,
     sender String,
@@ -31,10 +31,9 @@ CREATE TABLE IF NOT EXISTS {db}.`messages` (
     fetched_at DateTime,
     version UInt64
 ) ENGINE = ReplacingMergeTree(version)
-ORDER BY (project_id, id);
-
--- create message_read_snapshots
-CREATE TABLE IF NOT EXISTS {db}.`message_read_snapshots` (
+ORDER BY (project_id, id)
+;
+CREATE TABLE IF NOT EXISTS `{db}`.`message_read_snapshots` (
     project_id Int64,
     message_id Int64,
     snapshot_at DateTime,
@@ -45,10 +44,9 @@ CREATE TABLE IF NOT EXISTS {db}.`message_read_snapshots` (
     version UInt64
 ) ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMM(snapshot_at)
-ORDER BY (project_id, message_id, snapshot_at);
-
--- create sync_runs
-CREATE TABLE IF NOT EXISTS {db}.`sync_runs` (
+ORDER BY (project_id, message_id, snapshot_at)
+;
+CREATE TABLE IF NOT EXISTS `{db}`.`sync_runs` (
     run_id String,
     schedule String,
     trigger String,
@@ -63,10 +61,9 @@ CREATE TABLE IF NOT EXISTS {db}.`sync_runs` (
     error String
 ) ENGINE = MergeTree()
 PARTITION BY toYYYYMM(started_at)
-ORDER BY (started_at, run_id);
-
--- create message_read_latest
-CREATE VIEW IF NOT EXISTS {db}.`message_read_latest` AS
+ORDER BY (started_at, run_id)
+;
+CREATE VIEW IF NOT EXISTS `{db}`.`message_read_latest` AS
 SELECT
     project_id,
     nft,
@@ -89,23 +86,22 @@ FROM
             argMax(read_count, (snapshot_at, version)) AS last_read_count,
             argMax(total, (snapshot_at, version)) AS last_total,
             argMax(percent, (snapshot_at, version)) AS last_percent
-        FROM {db}.`message_read_snapshots`
+        FROM `{db}`.`message_read_snapshots`
         GROUP BY project_id, message_id
     )
     ANY LEFT JOIN
     (
         SELECT project_id, id AS message_id, subject
-        FROM {db}.`messages` FINAL
+        FROM `{db}`.`messages` FINAL
     ) USING (project_id, message_id)
 )
 ANY LEFT JOIN
 (
     SELECT id AS project_id, nft, name AS project_name
-    FROM {db}.`projects` FINAL
-) USING (project_id);
-
--- create project_read_daily
-CREATE VIEW IF NOT EXISTS {db}.`project_read_daily` AS
+    FROM `{db}`.`projects` FINAL
+) USING (project_id)
+;
+CREATE VIEW IF NOT EXISTS `{db}`.`project_read_daily` AS
 SELECT
     day,
     project_id,
@@ -126,7 +122,7 @@ FROM
             toDate(snapshot_at, 'UTC') AS day,
             argMax(read_count, (snapshot_at, version)) AS day_read_count,
             argMax(total, (snapshot_at, version)) AS day_total
-        FROM {db}.`message_read_snapshots`
+        FROM `{db}`.`message_read_snapshots`
         GROUP BY project_id, message_id, day
     )
     GROUP BY day, project_id
@@ -134,6 +130,6 @@ FROM
 ANY LEFT JOIN
 (
     SELECT id AS project_id, nft, name AS project_name
-    FROM {db}.`projects` FINAL
-) USING (project_id);
-
+    FROM `{db}`.`projects` FINAL
+) USING (project_id)
+;

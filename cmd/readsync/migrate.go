@@ -1,0 +1,38 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/readsync/readsync/sink"
+)
+
+// openClickHouse connects to ClickHouse with the configured topology;
+// migrations log through the process logger.
+func (a *app) openClickHouse(ctx context.Context) (*sink.ClickHouse, error) {
+	return sink.OpenClickHouse(ctx, a.cfg.DSN, sink.WithTopology(a.cfg.Topology), sink.WithLogger(a.log))
+}
+
+// migrate applies the pending migrations and exits: 0 when the schema is
+// current, 1 when a migration failed (the error names it). It is for an
+// init container or a Job that upgrades the schema before the daemons
+// start; the daemon and backfills would do the same at start.
+func (a *app) migrate(ctx context.Context) int {
+	ch, err := a.openClickHouse(ctx)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "readsync: configuration: READSYNC_CLICKHOUSE_DSN: %v\n", err)
+		return exitConfig
+	}
+	defer ch.Close()
+	if err := ch.Migrate(ctx); err != nil {
+		fmt.Fprintf(a.stderr, "readsync: migrate: %v\n", err)
+		return exitFailed
+	}
+	v, err := ch.SchemaVersion(ctx)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "readsync: migrate: %v\n", err)
+		return exitFailed
+	}
+	fmt.Fprintf(a.stdout, "clickhouse: database %q at schema version %d, current\n", ch.Database(), v.Applied)
+	return exitOK
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/readsync/readsync/apiclient/apitest"
+)
+
+// --check reports a pending schema without creating anything; --migrate
+// applies it and exits 0; --check then reports it current.
+func TestMigrateFlag(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
+	code, stdout, stderr := f.run(t, "--check")
+	if code != exitOK || !strings.Contains(stdout, `schema version 0, 1 migrations pending (1 "create tables and views"): readsync --migrate`) {
+		t.Fatalf("--check on an empty server: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	var dbs uint64
+	f.query(t, "SELECT count() FROM system.databases WHERE name = '"+f.db.Name+"'", &dbs)
+	if dbs != 0 {
+		t.Fatal("--check created the database")
+	}
+
+	code, stdout, stderr = f.run(t, "--migrate")
+	if code != exitOK || !strings.Contains(stdout, "at schema version 1, current") {
+		t.Fatalf("--migrate: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, `"msg":"migration applied","migration":1`) {
+		t.Errorf("--migrate did not log the migration:\n%s", stderr)
+	}
+	var tables uint64
+	f.query(t, "SELECT count() FROM system.tables WHERE database = '"+f.db.Name+"'", &tables)
+	if tables != 7 { // four tables, two views, schema_migrations
+		t.Errorf("%d tables and views after --migrate, want 7", tables)
+	}
+	code, stdout, _ = f.run(t, "--check")
+	if code != exitOK || !strings.Contains(stdout, "schema version 1, current") {
+		t.Errorf("--check after --migrate: exit %d:\n%s", code, stdout)
+	}
+	// A later release migrated the database further: said, not an error.
+	if err := f.db.Conn.Exec(context.Background(), "INSERT INTO "+f.db.Table("schema_migrations")+
+		" (id, name, applied_at, duration_ms) SELECT 99, 'a later step', now(), 0"); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ = f.run(t, "--check")
+	if code != exitOK || !strings.Contains(stdout, "schema version 99, newer than this readsync's 1") {
+		t.Errorf("--check on a newer schema: exit %d:\n%s", code, stdout)
+	}
+}
+
+// A migration that fails makes --migrate exit 1 with the migration's name.
+func TestMigrateFlagFails(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"})
+	f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.DSN + "?readonly=2" // the server refuses DDL
+	code, _, stderr := f.run(t, "--migrate")
+	if code != exitFailed || !strings.Contains(stderr, `readsync: migrate: migration 1 "create tables and views": `) {
+		t.Errorf("--migrate without DDL rights: exit %d:\n%s", code, stderr)
+	}
+}
+
+// A cluster name the server does not know is said plainly, by --check and
+// --migrate, naming the clusters it does know.
+func TestUnknownCluster(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
+	f.env["READSYNC_CLICKHOUSE_CLUSTER"] = "no_such_cluster"
+	want := `cluster "no_such_cluster" is not in the server's remote_servers (it has: `
+	code, stdout, stderr := f.run(t, "--check")
+	if code != exitFailed || !strings.Contains(stdout, "clickhouse: FAILED: READSYNC_CLICKHOUSE_CLUSTER: "+want) {
+		t.Errorf("--check: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	code, _, stderr = f.run(t, "--migrate")
+	if code != exitFailed || !strings.Contains(stderr, want) {
+		t.Errorf("--migrate: exit %d:\n%s", code, stderr)
+	}
+	var dbs uint64
+	if err := f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", f.db.Name).Scan(&dbs); err != nil || dbs != 0 {
+		t.Errorf("the database was created for an unknown cluster (%v)", err)
+	}
+}
