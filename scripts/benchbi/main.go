@@ -349,15 +349,24 @@ func (b *bencher) queries() ([]query, error) {
 			new: "SELECT nft, snapshot_at, reads, total, round(100 * read_rate, 2) AS read_rate_pct FROM project_read_snapshots WHERE snapshot_at >= " + last + " ORDER BY nft, snapshot_at"},
 	}
 	for i := range qs {
-		qs[i].old = strings.NewReplacer("project_read_daily", "old_project_read_daily", "message_read_latest", "old_message_read_latest",
-			"FROM project_read_snapshots", "FROM ("+oldSnapshots+")").Replace(qs[i].new)
+		qs[i].old = oldForm(qs[i].new)
 		qs[i].new += pushDown
 	}
 	panels, err := b.panelQueries()
 	if err != nil {
 		return nil, err
 	}
+	for i := range panels {
+		panels[i].old = oldForm(strings.TrimSuffix(panels[i].new, pushDown))
+	}
 	return append(qs, panels...), nil
+}
+
+// oldForm is q on release 5013242's views, and on the README's FINAL
+// query where it reads the per-snapshot view that release lacked.
+func oldForm(q string) string {
+	return strings.NewReplacer("project_read_daily", "old_project_read_daily", "message_read_latest", "old_message_read_latest",
+		"FROM project_read_snapshots", "FROM ("+oldSnapshots+")").Replace(q)
 }
 
 // oldSnapshots is the README's query for read rate at each snapshot before
