@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -207,6 +208,12 @@ func (h *history) fetch(p int64, at time.Time, v uint64) sink.Batch {
 		}
 		h.reads[key] += uint64(h.rnd.IntN(5))
 		total := uint64(10 + m)
+		if p == 4 && m == 1 {
+			// Counts near the top of UInt64 must survive the rollups'
+			// encoding exactly.
+			total = math.MaxUint64 - uint64(h.rnd.IntN(5))
+			h.reads[key] += 1 << 63
+		}
 		b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p, MessageID: p*100 + m, SnapshotAt: ts, FetchedAt: ts,
 			ReadCount: h.reads[key], Total: total, Percent: float64(100*h.reads[key]) / float64(total), Version: v})
 	}
