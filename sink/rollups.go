@@ -21,49 +21,42 @@ const (
 	snapshotView = "project_read_snapshots"
 )
 
-// orderKey orders a message's snapshot rows as argMax over
-// (snapshot_at, version) does, as one String: three zero-padded decimal
-// fields of 11 digits (snapshot_at in seconds, then version split at
-// 10^10). ClickHouse 18.16 runs argMax with a tuple key through its generic,
-// Field-copying code, which was measured twice as slow as a String key on
-// the dashboards' queries. The fields stay 11 digits wide for every
-// DateTime and every UInt64 (its top part is below 1.9·10^9), so comparing
-// the strings compares the tuples.
-const orderKey = "concat(toString(toUInt64(snapshot_at) + 10000000000), " +
-	"toString(intDiv(version, 10000000000) + 10000000000), " +
-	"toString(version % 10000000000 + 10000000000))"
-
-// snapshotRow encodes a snapshot row as one String that sorts as
-// orderKey: the key, then read_count and total in the same 11-digit fields
-// (so that each is read back from a fixed place), then the bytes of
-// percent in hex (exact, unlike a decimal float). The rollups keep max of
-// it per message, the cheapest aggregate there is: measured 40 ms for
-// 100 000 messages, where argMax of each column by the key took 100 ms.
-// Two rows with the same key are the same row written twice, so max picks
-// what argMax would.
-var snapshotRow = "concat(" + orderKey + ", " + digits22("read_count") + ", " + digits22("total") + ", hex(reinterpretAsString(percent)))"
-
-// digits22 writes the UInt64 expression x as two 11-digit fields, split at
-// 10^10, as orderKey writes version.
-func digits22(x string) string {
-	return fmt.Sprintf("toString(intDiv(%[1]s, 10000000000) + 10000000000), toString(%[1]s %% 10000000000 + 10000000000)", x)
+// bigEndian writes the UInt64 expression x as 8 bytes, most significant
+// first, so that comparing two such strings compares the numbers.
+// reinterpretAsString gives the bytes least significant first and drops
+// the trailing zero bytes; reversed and left-padded with zero bytes, they
+// are x's fixed-width big-endian form.
+func bigEndian(x string) string {
+	return fmt.Sprintf("substring(concat('\\0\\0\\0\\0\\0\\0\\0\\0', reverse(reinterpretAsString(%[1]s))), length(reinterpretAsString(%[1]s)) + 1, 8)", x)
 }
 
-// rowUInt64 reads back, from the encoded row r, the UInt64 that digits22
-// wrote at position pos (1-based). Each field's last 10 digits are its
-// value: reading them, not subtracting 10^10, keeps the arithmetic
-// unsigned, where the sum of the two parts fits.
+// rowUInt64 reads back the UInt64 that bigEndian wrote at position pos
+// (1-based) of the string r.
 func rowUInt64(r string, pos int) string {
-	return fmt.Sprintf("(toUInt64(substring(%[1]s, %[2]d, 10)) * 10000000000 + toUInt64(substring(%[1]s, %[3]d, 10)))",
-		r, pos+1, pos+12)
+	return fmt.Sprintf("reinterpretAsUInt64(reverse(substring(%s, %d, 8)))", r, pos)
 }
 
-// Where snapshotRow's fields begin: after the 33 characters of orderKey,
-// read_count and total take 22 each, and percent's hex the rest.
+// snapshotRow encodes a snapshot row as one String that sorts as argMax
+// over (snapshot_at, version) orders rows: snapshot_at and version in
+// bigEndian form, then read_count and total the same way, then the bytes
+// of percent. The rollups keep max of it per message, the cheapest
+// aggregate there is. Measured on 100 000 messages, merging it takes
+// 30 ms, where argMax of each column by a (snapshot_at, version) tuple took
+// 180 ms (18.16 runs argMax with a tuple key through generic, copying
+// code) and the same row in decimal digits 70 ms. Two rows with the same
+// key are the same row written twice, so max picks what argMax would.
+// percent comes last because reinterpretAsString drops its trailing zero
+// bytes; reinterpretAsFloat64 pads them back, exactly.
+var snapshotRow = "concat(" + bigEndian("toUInt64(toUInt32(snapshot_at))") + ", " + bigEndian("version") + ", " +
+	bigEndian("read_count") + ", " + bigEndian("total") + ", reinterpretAsString(percent))"
+
+// Where snapshotRow's fields begin.
 const (
-	rowReadCount = 34
-	rowTotal     = 56
-	rowPercent   = 78
+	rowSnapshotAt = 1
+	rowVersion    = 9
+	rowReadCount  = 17
+	rowTotal      = 25
+	rowPercent    = 33
 )
 
 // rollupTable is a rollup: its table, and the SELECT over the snapshot
@@ -155,10 +148,10 @@ FROM
         SELECT
             project_id,
             message_id,
-            toDateTime(toUInt32(toUInt64(substring(message_row, 1, 11)) - 10000000000)) AS snapshot_at,
+            toDateTime(toUInt32(%s)) AS snapshot_at,
             %s AS read_count,
             %s AS total,
-            reinterpretAsFloat64(unhex(substring(message_row, %d))) AS percent
+            reinterpretAsFloat64(substring(message_row, %d)) AS percent
         FROM
         (
             SELECT project_id, message_id, maxMerge(latest_row) AS message_row
@@ -172,7 +165,7 @@ FROM
         FROM %s FINAL
     ) USING (project_id, message_id)
 )
-%s`, q("message_read_latest"), d.onCluster(), rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal), rowPercent, q(latestRollup), d.finalVersion(), q("messages"), projects)},
+%s`, q("message_read_latest"), d.onCluster(), rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal), rowPercent, q(latestRollup), d.finalVersion(), q("messages"), projects)},
 		// A day is a UTC day whatever the server's time zone, like
 		// snapshot_at itself. Each message counts with its last snapshot
 		// of the day, so a project's line does not depend on how many
@@ -359,7 +352,7 @@ func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
 // refreshes may land in any order. For the set of messages of the day and
 // each one's last (snapshot_at, version) of the day, more rows can only add
 // messages or move a message's last snapshot later, so the key is the tuple
-// (messages, Σ snapshot_at, Σ version / 10^10, Σ version mod 10^10): if a
+// (messages, Σ snapshot_at, Σ version / 2^32, Σ version mod 2^32): if a
 // later refresh saw more, the first component that differs is larger; if it
 // saw the same last snapshots, its values are the same. Each sum is padded
 // to 20 digits so that the key compares as a String.
@@ -371,7 +364,8 @@ var dayRollupTable = tableDef{name: dayRollup, columns: []columnDef{
 // the daily rollup for the (project, day) pairs that where selects.
 func refreshDays(d ddl, where string) string {
 	return fmt.Sprintf(refreshDaysSQL, d.table(dayRollup), d.table(dailyRollup), where,
-		rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal))
+		rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal),
+		rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion))
 }
 
 const refreshDaysSQL = `INSERT INTO %[1]s (project_id, day, day_state)
@@ -384,9 +378,9 @@ FROM
         (count(), sum(%[4]s), sum(%[5]s)) AS day_values,
         concat(
             toString(count() + 10000000000000000000),
-            toString(sum(toUInt64(substring(message_row, 1, 11))) + 10000000000000000000),
-            toString(sum(toUInt64(substring(message_row, 12, 11))) + 10000000000000000000),
-            toString(sum(toUInt64(substring(message_row, 23, 11))) + 10000000000000000000)) AS refresh_key
+            toString(sum(%[6]s) + 10000000000000000000),
+            toString(sum(intDiv(%[7]s, 4294967296)) + 10000000000000000000),
+            toString(sum(%[7]s %% 4294967296) + 10000000000000000000)) AS refresh_key
     FROM
     (
         SELECT project_id, day, message_id, maxMerge(day_row) AS message_row
