@@ -17,8 +17,13 @@ BENCH_MESSAGES     ?= 20
 BENCH_LATENCY      ?= 20ms
 BENCH_CONCURRENCY  ?= 16
 BENCH_BIG_MESSAGES ?= 300000
+# The history of `make bench-bi`: the "Dashboards stay fast as history grows" issue's, by default.
+BENCH_BI_PROJECTS ?= 500
+BENCH_BI_MESSAGES ?= 200
+BENCH_BI_DAYS     ?= 30
+BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test lint unit fuzz demo bench bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test lint unit fuzz demo bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -67,6 +72,13 @@ bench: build
 	$(GO) run ./scripts/bench -dsn "$$dsn" -bin $(BIN) \
 		-names $(BENCH_NAMES) -messages $(BENCH_MESSAGES) -latency $(BENCH_LATENCY) \
 		-concurrency $(BENCH_CONCURRENCY) -big-messages $(BENCH_BIG_MESSAGES)
+
+## bench-bi: generates snapshot history into a scratch database and times every view and dashboard query.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench-bi:
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-bi: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/benchbi -dsn "$$dsn" -projects $(BENCH_BI_PROJECTS) -messages $(BENCH_BI_MESSAGES) \
+		-days $(BENCH_BI_DAYS) -passes-per-day $(BENCH_BI_PASSES)
 
 ## bench-go: per-message Go benchmarks of list decoding and row building.
 bench-go:

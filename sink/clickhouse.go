@@ -142,7 +142,8 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 // and records each in schema_migrations. A database an earlier release
 // created is adopted as it is. When the schema is current, Migrate only
 // reads: it issues no DDL. Concurrent calls, from this process or others,
-// end with the same schema and no error.
+// end with the same schema and no error. The dashboard rollups are built
+// by one of the migrations, which folds existing history into them.
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
@@ -189,7 +190,12 @@ func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 	if err := insert(ctx, c, &messagesTable, b.Messages); err != nil {
 		return err
 	}
-	return insert(ctx, c, &snapshotsTable, b.Snapshots)
+	if err := insert(ctx, c, &snapshotsTable, b.Snapshots); err != nil {
+		return err
+	}
+	// Part of the write: when it fails, the batch is written again or
+	// spooled, and the next try refreshes the same days.
+	return c.refreshDays(ctx, b.Snapshots)
 }
 
 // RecordRun inserts one row into sync_runs.

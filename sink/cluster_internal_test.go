@@ -2,9 +2,12 @@ package sink
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -50,6 +53,14 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"message_read_snapshots_local": "ReplicatedReplacingMergeTree", "sync_runs_local": "ReplicatedMergeTree",
 				"projects": "Distributed", "messages": "Distributed", "message_read_snapshots": "Distributed", "sync_runs": "Distributed",
 				"message_read_latest": "View", "project_read_daily": "View", "schema_migrations": "ReplicatedReplacingMergeTree",
+				"project_read_snapshots": "View", "project_read_day_rollup_local": "ReplicatedAggregatingMergeTree",
+				"project_read_day_rollup": "Distributed", "project_read_snapshot_rollup_folds_local": "ReplicatedReplacingMergeTree",
+				"project_read_snapshot_rollup_folds": "Distributed",
+			}
+			for _, r := range rollupTables() {
+				want[r.name+"_local"] = "Replicated" + r.layout.engine.name
+				want[r.name] = "Distributed"
+				want[r.name+"_mv"] = "MaterializedView"
 			}
 			for node := range c.Conns {
 				got := engines(t, c, node)
@@ -124,8 +135,8 @@ func TestClusterMigrateRace(t *testing.T) {
 	for node, conn := range c.Conns {
 		c.SyncReplica(t, node, migrationsTable)
 		ids, err := queryColumn[uint32](context.Background(), conn, "SELECT DISTINCT id FROM "+c.Table(migrationsTable)+" ORDER BY id")
-		if err != nil || !slices.Equal(ids, []uint32{1, 1000}) {
-			t.Errorf("node %d: schema_migrations %v (%v), want [1 1000]", node, ids, err)
+		if want := append(builtinIDs(), 1000); err != nil || !slices.Equal(ids, want) {
+			t.Errorf("node %d: schema_migrations %v (%v), want %v", node, ids, err, want)
 		}
 		for _, table := range []string{"projects_local", "projects"} {
 			var n uint64
@@ -135,4 +146,123 @@ func TestClusterMigrateRace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// In cluster mode the rollups fill on the shard of each project's
+// snapshots and replicate with them: every view, read on every host,
+// equals the brute-force argMax over the snapshots, on one shard with two
+// replicas and on two shards.
+func TestClusterRollupsEqualBruteForce(t *testing.T) {
+	for _, topo := range []string{sinktest.Replicated, sinktest.Sharded} {
+		t.Run(topo, func(t *testing.T) {
+			c := sinktest.NewCluster(t, topo)
+			ctx := context.Background()
+			ch := openCluster(t, c, 0)
+			// History before the upgrade, folded by the migration, then
+			// writes through the materialized views and the day refresh.
+			old := ch.ddl
+			for _, q := range append([]string{old.createDatabase()}, append(old.createTable(projectsTable.def()),
+				append(old.createTable(messagesTable.def()), old.createTable(snapshotsTable.def())...)...)...) {
+				if err := execDDL(ctx, ch.conn, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+			version := uint64(1)
+			pass := func(at time.Time, write func(*Batch)) {
+				b := &Batch{}
+				for p := int64(1); p <= 6; p++ {
+					version++
+					ts := TimeOf(at)
+					b.Projects = append(b.Projects, Project{ID: p, NFT: fmt.Sprintf("p%d.eth", p), CreateAt: ts, FetchedAt: ts, Version: version})
+					for m := int64(1); m <= 4; m++ {
+						if p == 2 && m == 4 && at.Hour() > 12 {
+							continue // no longer listed
+						}
+						b.Messages = append(b.Messages, Message{ProjectID: p, ID: m, Subject: "s", CreateAt: ts, FetchedAt: ts, Version: version})
+						b.Snapshots = append(b.Snapshots, Snapshot{ProjectID: p, MessageID: m, SnapshotAt: ts, FetchedAt: ts,
+							ReadCount: uint64(at.Hour()) + uint64(m), Total: 30, Percent: float64(m), Version: version})
+					}
+				}
+				write(b)
+			}
+			direct := func(b *Batch) {
+				sctx := ch.syncInserts(ctx)
+				for _, err := range []error{insert(sctx, ch, &projectsTable, b.Projects), insert(sctx, ch, &messagesTable, b.Messages),
+					insert(sctx, ch, &snapshotsTable, b.Snapshots)} {
+					if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			written := func(b *Batch) {
+				if err := ch.Write(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pass(day.Add(6*time.Hour), direct)
+			pass(day.Add(18*time.Hour), direct)
+			if err := ch.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			pass(day.Add(20*time.Hour), written)
+			pass(day.Add(20*time.Hour), written) // the tick run twice
+			pass(day.Add(30*time.Hour), written)
+			pass(day.Add(3*time.Hour), written) // a backfill in the past
+
+			brute := map[string]string{
+				"message_read_latest": messageReadLatest(ch.ddl),
+				"project_read_daily":  projectReadDaily(ch.ddl),
+				snapshotView: fmt.Sprintf(`SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, if(total = 0, 0, reads / total) AS read_rate
+FROM
+(
+    SELECT project_id, snapshot_at, count() AS messages, sum(read_count) AS reads, sum(total) AS total
+    FROM %[1]s
+    WHERE (project_id, snapshot_at, version) IN (SELECT project_id, snapshot_at, max(version) FROM %[4]s GROUP BY project_id, snapshot_at)
+    GROUP BY project_id, snapshot_at
+)
+ANY LEFT JOIN (SELECT id AS project_id, nft, name AS project_name%[2]s FROM %[3]s FINAL) USING (project_id)`,
+					// The IN reads each shard's own rows: a project's rows
+					// are all on one shard.
+					ch.ddl.table("message_read_snapshots"), ch.ddl.finalVersion(), ch.ddl.table("projects"), ch.ddl.local("message_read_snapshots")),
+			}
+			for node := range c.Conns {
+				for _, r := range rollupTables() {
+					c.SyncReplica(t, node, r.name+"_local")
+				}
+				c.SyncReplica(t, node, dayRollup+"_local")
+				c.SyncReplica(t, node, "message_read_snapshots_local")
+				for view, bruteSQL := range brute {
+					got := clusterRows(t, c.Conns[node], "SELECT * FROM "+c.Table(view))
+					want := clusterRows(t, c.Conns[node], bruteSQL)
+					if len(want) == 0 || !slices.Equal(got, want) {
+						t.Errorf("node %d: %s differs from the brute force:\n got %v\nwant %v", node, view, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// clusterRows returns a query's rows as sorted text lines.
+func clusterRows(t *testing.T, conn driver.Conn, q string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), "SELECT arrayStringConcat(arrayMap(x -> toString(x), [toString(tuple(*))]), '') FROM ("+q+")")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }

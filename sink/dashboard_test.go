@@ -99,7 +99,8 @@ func queryPanels(d *dashboard) []panel {
 
 // The tables and views readsync maintains; a panel that reads anything
 // else reads something readsync does not write.
-var readsyncObjects = []string{"projects", "messages", "message_read_snapshots", "sync_runs", "message_read_latest", "project_read_daily"}
+var readsyncObjects = []string{"projects", "messages", "message_read_snapshots", "sync_runs",
+	"message_read_latest", "project_read_daily", "project_read_snapshots"}
 
 var fromIdent = regexp.MustCompile(`(?i)\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_.]*)`)
 
@@ -158,7 +159,7 @@ func TestDashboardStructure(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"project_read_daily", "message_read_latest", "sync_runs"} {
+	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs"} {
 		if !read[want] {
 			t.Errorf("no panel reads %s", want)
 		}
@@ -179,7 +180,9 @@ func TestDashboardQueries(t *testing.T) {
 		from:     time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
 		to:       time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC),
 		interval: time.Hour,
-		vars:     map[string][]string{"project": {"alpha.eth", "beta.eth"}},
+		// The project variable's values are project ids; its texts, the
+		// nft names.
+		vars: map[string][]string{"project": {"1", "2"}},
 	}
 	d := loadDashboard(t)
 	for _, v := range d.Templating.List {
@@ -321,8 +324,12 @@ func (e grafanaEnv) expand(t *testing.T, sql string) string {
 		}
 		// Only an explicit format: the plugin's default for multiple
 		// values is not one to rely on.
-		if format != "singlequote" {
-			t.Fatalf("%s: write multi-value variables as ${%s:singlequote}", m, name)
+		switch format {
+		case "csv":
+			return strings.Join(values, ",")
+		case "singlequote":
+		default:
+			t.Fatalf("%s: write multi-value variables as ${%s:singlequote} or ${%s:csv}", m, name, name)
 		}
 		quoted := make([]string, len(values))
 		for i, v := range values {

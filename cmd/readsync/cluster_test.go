@@ -213,7 +213,7 @@ func TestCheckOnCluster(t *testing.T) {
 	for _, want := range []string{
 		"clickhouse: cluster readsync_replicated host 127.0.0.1:19101 (shard 1, replica 1): ok (server ",
 		"clickhouse: cluster readsync_replicated host 127.0.0.1:19102 (shard 1, replica 2): ok (server ",
-		"schema version 0, pending: 1 ",
+		"schema version 0, pending: 1 \"create tables and views\", 2 ",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--check lacks %q:\n%s", want, stdout)
@@ -230,7 +230,7 @@ func TestCheckOnCluster(t *testing.T) {
 	}
 	c.SyncReplica(t, 1, "schema_migrations")
 	f.env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
-	if code, stdout, _ := f.run(t, "--check"); code != exitOK || !strings.Contains(stdout, "schema version 1, current") {
+	if code, stdout, _ := f.run(t, "--check"); code != exitOK || !strings.Contains(stdout, "schema version 2, current") {
 		t.Errorf("--check after --migrate, through the other host: exit %d:\n%s", code, stdout)
 	}
 }

@@ -182,7 +182,10 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	}
 	ch.ObserveInserts(a.metrics.observeInsert)
 	a.metrics.observeSpool(sp)
-	mctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Long enough for the one-time fold of existing history into the
+	// dashboard rollups (about half a minute per 70M snapshot rows); an
+	// unreachable server fails within the DSN's dial timeout instead.
+	mctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
 	if err := ch.Migrate(mctx); err != nil {
 		a.log.Warn("ClickHouse unavailable; rows will be spooled until it answers", "err", err)

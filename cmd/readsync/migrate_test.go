@@ -13,7 +13,7 @@ import (
 func TestMigrateFlag(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, `schema version 0, pending: 1 "create tables and views"; readsync --migrate`) {
+	if code != exitOK || !strings.Contains(stdout, `schema version 0, pending: 1 "create tables and views", 2 "dashboard rollups"; readsync --migrate`) {
 		t.Fatalf("--check on an empty server: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	var dbs uint64
@@ -23,7 +23,7 @@ func TestMigrateFlag(t *testing.T) {
 	}
 
 	code, stdout, stderr = f.run(t, "--migrate")
-	if code != exitOK || !strings.Contains(stdout, "at schema version 1, current") {
+	if code != exitOK || !strings.Contains(stdout, "at schema version 2, current") {
 		t.Fatalf("--migrate: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	if !strings.Contains(stderr, `"msg":"migration applied","migration":1`) {
@@ -31,11 +31,13 @@ func TestMigrateFlag(t *testing.T) {
 	}
 	var tables uint64
 	f.query(t, "SELECT count() FROM system.tables WHERE database = '"+f.db.Name+"'", &tables)
-	if tables != 7 { // four tables, two views, schema_migrations
-		t.Errorf("%d tables and views after --migrate, want 7", tables)
+	// Four tables, three views, schema_migrations; three rollups with their
+	// materialized views, the day rollup and the record of folds.
+	if tables != 16 {
+		t.Errorf("%d tables and views after --migrate, want 16", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, "schema version 1, current") {
+	if code != exitOK || !strings.Contains(stdout, "schema version 2, current") {
 		t.Errorf("--check after --migrate: exit %d:\n%s", code, stdout)
 	}
 	// A later release migrated the database further: said, not an error.
@@ -44,7 +46,7 @@ func TestMigrateFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ = f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, "schema version 99, newer than this readsync's 1") {
+	if code != exitOK || !strings.Contains(stdout, "schema version 99, newer than this readsync's 2") {
 		t.Errorf("--check on a newer schema: exit %d:\n%s", code, stdout)
 	}
 }

@@ -1,0 +1,462 @@
+// Command benchbi measures the dashboards at scale, as the "Dashboards stay
+// fast as history grows" issue defines it. It drops and creates a scratch
+// database, migrates it with readsync's own migrations (tables, rollups,
+// views), generates a history of hourly passes with INSERT … SELECT (so the
+// materialized views fill the rollups as they do for readsync's writes),
+// adds release 5013242's views under old_* names, and prints for each view
+// query and each read panel of the Grafana dashboard the median of several
+// runs, the old views' time beside the new, and the bytes on disk per
+// snapshot row.
+//
+// Usage (make bench-bi runs it):
+//
+//	go run ./scripts/benchbi -dsn clickhouse://default:@127.0.0.1:19000/default
+//	    [-projects 500 -messages 200 -days 30 -passes-per-day 24 -runs 5]
+//
+// It measures and asserts nothing: the exit code is 0 when every query ran.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/readsync/readsync/sink"
+)
+
+type options struct {
+	dsn          string
+	database     string
+	projects     int
+	messages     int
+	days         int
+	passesPerDay int
+	runs         int
+	oldRuns      int
+	dashboard    string
+	oldSchema    string
+	keep         bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("benchbi", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dsn, "dsn", "clickhouse://default:@127.0.0.1:19000/default", "ClickHouse native DSN (its database is ignored)")
+	fs.StringVar(&o.database, "database", "readsync_bench_bi", "scratch database, dropped first")
+	fs.IntVar(&o.projects, "projects", 500, "projects")
+	fs.IntVar(&o.messages, "messages", 200, "messages per project")
+	fs.IntVar(&o.days, "days", 30, "days of history")
+	fs.IntVar(&o.passesPerDay, "passes-per-day", 24, "passes per day, evenly spaced")
+	fs.IntVar(&o.runs, "runs", 5, "runs of each new query; the median is shown")
+	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on release 5013242's views (0 skips them)")
+	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
+	fs.StringVar(&o.oldSchema, "old-schema", "sink/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
+	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := bench(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "bench-bi: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	opts, err := clickhouse.ParseDSN(o.dsn)
+	if err != nil {
+		return fmt.Errorf("-dsn: %w", err)
+	}
+	opts.Auth.Database = ""
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return fmt.Errorf("open ClickHouse: %w", err)
+	}
+	defer conn.Close()
+	b := &bencher{conn: conn, o: o, db: "`" + o.database + "`"}
+
+	rows := uint64(o.projects) * uint64(o.messages) * uint64(o.days) * uint64(o.passesPerDay)
+	have, _ := b.number(ctx, "SELECT count() FROM "+b.db+".message_read_snapshots")
+	if !o.keep || have != rows {
+		fmt.Fprintf(stderr, "bench-bi: generating %d snapshot rows in %s …\n", rows, o.database)
+		start := time.Now()
+		if err := b.generate(ctx, stderr); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench-bi: generated in %s\n", time.Since(start).Round(time.Second))
+	}
+	if err := b.waitForMerges(ctx, stderr); err != nil {
+		return err
+	}
+	opts.Auth.Database = o.database
+	if b.inDB, err = clickhouse.Open(opts); err != nil {
+		return fmt.Errorf("open ClickHouse: %w", err)
+	}
+	defer b.inDB.Close()
+	qs, err := b.queries()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d projects × %d messages × %d days × %d passes a day = %d snapshot rows; median of %d runs (old views: %d)\n\n",
+		o.projects, o.messages, o.days, o.passesPerDay, rows, o.runs, o.oldRuns)
+	fmt.Fprintf(stdout, "%-70s %10s %10s %8s\n", "query", "old ms", "new ms", "rows")
+	for _, q := range qs {
+		newMS, n, err := b.median(ctx, q.new, o.runs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.name, err)
+		}
+		old := "-"
+		if o.oldRuns > 0 && q.old != "" {
+			ms, _, err := b.median(ctx, q.old, o.oldRuns)
+			if err != nil {
+				return fmt.Errorf("%s (old): %w", q.name, err)
+			}
+			old = fmt.Sprintf("%.0f", ms)
+		}
+		fmt.Fprintf(stdout, "%-70s %10s %10.1f %8d\n", q.name, old, newMS, n)
+	}
+	fmt.Fprintln(stdout)
+	return b.printSizes(ctx, stdout, rows)
+}
+
+// printSizes prints the bytes on disk per snapshot row of the snapshot
+// table and of each rollup.
+func (b *bencher) printSizes(ctx context.Context, w io.Writer, rows uint64) error {
+	r, err := b.conn.Query(ctx, fmt.Sprintf(`SELECT table, sum(bytes_on_disk), sum(rows) FROM system.parts
+WHERE database = '%s' AND active AND table IN ('message_read_snapshots', 'message_read_latest_rollup',
+    'message_read_daily_rollup', 'project_read_snapshot_rollup')
+GROUP BY table ORDER BY table`, b.o.database))
+	if err != nil {
+		return fmt.Errorf("read table sizes: %w", err)
+	}
+	defer r.Close()
+	fmt.Fprintf(w, "%-32s %12s %12s %16s\n", "table", "rows", "MiB", "bytes/snapshot")
+	var total uint64
+	for r.Next() {
+		var table string
+		var bytes, n uint64
+		if err := r.Scan(&table, &bytes, &n); err != nil {
+			return err
+		}
+		total += bytes
+		fmt.Fprintf(w, "%-32s %12d %12.1f %16.2f\n", table, n, float64(bytes)/(1<<20), float64(bytes)/float64(rows))
+	}
+	fmt.Fprintf(w, "%-32s %12s %12.1f %16.2f\n", "all", "", float64(total)/(1<<20), float64(total)/float64(rows))
+	return r.Err()
+}
+
+type bencher struct {
+	conn driver.Conn
+	// inDB has the scratch database as its current one, as a dashboard's
+	// data source has: the queries name tables without a database.
+	inDB driver.Conn
+	o    options
+	db   string
+}
+
+func (b *bencher) exec(ctx context.Context, q string) error {
+	if err := b.conn.Exec(ctx, q); err != nil {
+		head, _, _ := strings.Cut(q, "\n")
+		return fmt.Errorf("%s: %w", head, err)
+	}
+	return nil
+}
+
+func (b *bencher) number(ctx context.Context, q string) (uint64, error) {
+	var n uint64
+	if err := b.conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		return 0, fmt.Errorf("%s: %w", q, err)
+	}
+	return n, nil
+}
+
+// generate creates the scratch database as release 5013242 did, fills it,
+// and upgrades it with readsync's migrations, which fold the history into
+// the rollups (their progress goes to stderr). Each pass writes every
+// project with a version of its own, as readsync does; read counts grow by
+// the hour. One INSERT per day keeps the parts few, as readsync's large
+// batches do. The rollups hold what the materialized views would have
+// written had the history gone through readsync: the equality tests check
+// both ways.
+func (b *bencher) generate(ctx context.Context, stderr io.Writer) error {
+	if err := b.exec(ctx, "DROP DATABASE IF EXISTS "+b.db); err != nil {
+		return err
+	}
+	old, err := previousSchema(b.o.oldSchema, b.o.database)
+	if err != nil {
+		return err
+	}
+	for _, s := range old {
+		if err := b.exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	o := b.o
+	if err := b.exec(ctx, fmt.Sprintf(`INSERT INTO %s.projects (id, nft, name, raw, version)
+SELECT number + 1, concat('p', toString(number + 1), '.eth'), concat('Project ', toString(number + 1)), '{}', 1 FROM numbers(%d)`,
+		b.db, o.projects)); err != nil {
+		return err
+	}
+	if err := b.exec(ctx, fmt.Sprintf(`INSERT INTO %s.messages (project_id, id, subject, version)
+SELECT intDiv(number, %d) + 1 AS p, p * 1000000 + number %% %d, concat('subject ', toString(number)), 1 FROM numbers(%d)`,
+		b.db, o.messages, o.messages, o.projects*o.messages)); err != nil {
+		return err
+	}
+	perPass := o.projects * o.messages
+	step := 86400 / o.passesPerDay
+	for d := 0; d < o.days; d++ {
+		if err := b.exec(ctx, fmt.Sprintf(`INSERT INTO %[1]s.message_read_snapshots
+    (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version)
+SELECT p, p * 1000000 + m AS mid, toDateTime('2026-03-01 00:00:00') + (%[2]d * %[3]d + pass) * %[4]d AS at,
+    intHash32(mid) %% 50 + %[2]d * %[3]d + pass AS reads, toUInt64(1000) AS sent, round(100 * reads / sent, 2), at,
+    toUInt64(at) * 1000000000 + p
+FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 AS p, number %% %[6]d AS m FROM numbers(%[7]d))`,
+			b.db, d, o.passesPerDay, step, perPass, o.messages, perPass*o.passesPerDay)); err != nil {
+			return err
+		}
+	}
+	// The release's views, renamed, to time the old way beside the new.
+	for _, s := range old {
+		if !strings.HasPrefix(s, "CREATE VIEW") {
+			continue
+		}
+		for _, v := range []string{"message_read_latest", "project_read_daily"} {
+			s = strings.Replace(s, "`"+v+"`", "`old_"+v+"`", 1)
+		}
+		if err := b.exec(ctx, s); err != nil {
+			return err
+		}
+	}
+
+	dsn, err := sink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	if err != nil {
+		return err
+	}
+	ch, err := sink.OpenClickHouse(ctx, dsn, sink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	start := time.Now()
+	if err := ch.Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench-bi: migrated (fold included) in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+func dsnDatabase(dsn string) string {
+	_, rest, _ := strings.Cut(dsn, "://")
+	_, path, _ := strings.Cut(rest, "/")
+	path, _, _ = strings.Cut(path, "?")
+	return path
+}
+
+// previousSchema returns release 5013242's statements (tables and views)
+// for database db.
+func previousSchema(file, db string) ([]string, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("-old-schema: %w", err)
+	}
+	var out []string
+	for _, stmt := range strings.Split(string(raw), "\n;\n") {
+		var lines []string
+		for _, l := range strings.Split(stmt, "\n") {
+			if !strings.HasPrefix(l, "--") {
+				lines = append(lines, l)
+			}
+		}
+		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";")); s != "" {
+			out = append(out, strings.ReplaceAll(s, "{db}", db))
+		}
+	}
+	return out, nil
+}
+
+// waitForMerges waits until the server merges nothing in the scratch
+// database, so that the timings measure the queries, not the merges
+// competing with them for the two cores.
+func (b *bencher) waitForMerges(ctx context.Context, stderr io.Writer) error {
+	for i := 0; ; i++ {
+		n, err := b.number(ctx, fmt.Sprintf("SELECT count() FROM system.merges WHERE database = '%s'", b.o.database))
+		if err != nil || n == 0 {
+			return err
+		}
+		if i == 0 {
+			fmt.Fprintf(stderr, "bench-bi: waiting for %d merges …\n", n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+type query struct {
+	name, old, new string
+}
+
+// pushDown is what the README tells users of ClickHouse 18.16 to add to a
+// query that filters a view: newer releases push filters into views by
+// default.
+const pushDown = "\nSETTINGS enable_optimize_predicate_expression = 1"
+
+// queries returns the README's and the issue's query shapes, then the
+// dashboard's read panels with every project selected over the whole
+// history. The old form of each reads release 5013242's views.
+func (b *bencher) queries() ([]query, error) {
+	from := "toDate('2026-03-01')"
+	last := fmt.Sprintf("toDateTime('2026-03-01 00:00:00') + %d", (b.o.days-1)*86400)
+	qs := []query{
+		{name: "project_read_daily: one project, 30 days",
+			new: "SELECT * FROM project_read_daily WHERE project_id = 7 AND day >= " + from + " ORDER BY day"},
+		{name: "project_read_daily: all projects, 30 days",
+			new: "SELECT day, nft, reads, total, round(100 * read_rate, 2) AS read_rate_pct FROM project_read_daily WHERE day >= " + from + " ORDER BY nft, day"},
+		{name: "message_read_latest: top 20 by reads",
+			new: "SELECT nft, message_id, subject, read_count, total, percent, snapshot_at FROM message_read_latest ORDER BY read_count DESC LIMIT 20"},
+		{name: "message_read_latest: one project",
+			new: "SELECT * FROM message_read_latest WHERE project_id = 7 ORDER BY message_id"},
+		{name: "project_read_snapshots: one project, 30 days",
+			new: "SELECT * FROM project_read_snapshots WHERE project_id = 7 ORDER BY snapshot_at"},
+		{name: "project_read_snapshots: all projects, last day",
+			new: "SELECT nft, snapshot_at, reads, total, round(100 * read_rate, 2) AS read_rate_pct FROM project_read_snapshots WHERE snapshot_at >= " + last + " ORDER BY nft, snapshot_at"},
+	}
+	for i := range qs {
+		qs[i].old = oldForm(qs[i].new)
+		qs[i].new += pushDown
+	}
+	panels, err := b.panelQueries()
+	if err != nil {
+		return nil, err
+	}
+	for i := range panels {
+		panels[i].old = oldForm(strings.TrimSuffix(panels[i].new, pushDown))
+	}
+	return append(qs, panels...), nil
+}
+
+// oldForm is q on release 5013242's views, and on the README's FINAL
+// query where it reads the per-snapshot view that release lacked.
+func oldForm(q string) string {
+	return strings.NewReplacer("project_read_daily", "old_project_read_daily", "message_read_latest", "old_message_read_latest",
+		"FROM project_read_snapshots", "FROM ("+oldSnapshots+")").Replace(q)
+}
+
+// oldSnapshots is the README's query for read rate at each snapshot before
+// the rollups, shaped as the view's columns.
+const oldSnapshots = `SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, if(total = 0, 0, reads / total) AS read_rate
+FROM
+(
+    SELECT project_id, snapshot_at, count() AS messages, sum(read_count) AS reads, sum(total) AS total
+    FROM message_read_snapshots FINAL
+    GROUP BY project_id, snapshot_at
+)
+ANY LEFT JOIN (SELECT id AS project_id, nft, name AS project_name FROM projects FINAL) USING project_id`
+
+var (
+	dateFilter = regexp.MustCompile(`\$__dateFilter\((\w+)\)`)
+	timeFilter = regexp.MustCompile(`\$__timeFilter\((\w+)\)`)
+)
+
+// panelQueries returns the dashboard's panels that read the views, with
+// every project selected and the time range covering the history.
+func (b *bencher) panelQueries() ([]query, error) {
+	raw, err := os.ReadFile(b.o.dashboard)
+	if err != nil {
+		return nil, fmt.Errorf("-dashboard: %w", err)
+	}
+	var d struct {
+		Panels []struct {
+			Title string `json:"title"`
+			// TimeFrom is a panel's own range ending now, e.g. "2d".
+			TimeFrom string `json:"timeFrom"`
+			Targets  []struct {
+				RawSQL string `json:"rawSql"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.o.dashboard, err)
+	}
+	ids := make([]string, b.o.projects)
+	for i := range ids {
+		ids[i] = fmt.Sprint(i + 1)
+	}
+	to := fmt.Sprintf("toDateTime('2026-03-01 00:00:00') + %d", b.o.days*86400)
+	var out []query
+	for _, p := range d.Panels {
+		from, span := "toDateTime('2026-03-01 00:00:00')", fmt.Sprintf("%d days", b.o.days)
+		if p.TimeFrom != "" {
+			days, err := strconv.Atoi(strings.TrimSuffix(p.TimeFrom, "d"))
+			if err != nil {
+				return nil, fmt.Errorf("panel %q: timeFrom %q: this bench knows only days, such as 2d", p.Title, p.TimeFrom)
+			}
+			from, span = fmt.Sprintf("%s - %d", to, days*86400), p.TimeFrom
+		}
+		for _, t := range p.Targets {
+			sql := t.RawSQL
+			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots"},
+				func(v string) bool { return strings.Contains(sql, v) }) {
+				continue
+			}
+			sql = dateFilter.ReplaceAllString(sql, "$1 >= toDate("+from+") AND $1 <= toDate("+to+")")
+			sql = timeFilter.ReplaceAllString(sql, "$1 >= "+from+" AND $1 <= "+to)
+			sql = strings.ReplaceAll(sql, "${project:csv}", strings.Join(ids, ","))
+			out = append(out, query{name: fmt.Sprintf("panel: %s (all projects, %s)", p.Title, span), new: sql})
+		}
+	}
+	return out, nil
+}
+
+// median runs q n times and returns the median wall time in milliseconds,
+// reading every row, and the row count.
+func (b *bencher) median(ctx context.Context, q string, n int) (float64, int, error) {
+	var times []time.Duration
+	rows := 0
+	for range n {
+		start := time.Now()
+		r, err := b.inDB.Query(ctx, q)
+		if err != nil {
+			return 0, 0, err
+		}
+		rows = 0
+		for r.Next() {
+			rows++
+		}
+		err = r.Err()
+		r.Close()
+		if err != nil {
+			return 0, 0, err
+		}
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	return float64(times[len(times)/2].Microseconds()) / 1000, rows, nil
+}
