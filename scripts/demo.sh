@@ -71,16 +71,10 @@ main() {
 		bin/readsync --backfill --snapshot-at "$at"
 	done
 
-	say "read trend per project (from ClickHouse)"
+	say "read trend per project (the project_read_snapshots view)"
 	scripts/clickhouse.sh query "
-	SELECT nft, snapshot_at, reads, total, if(total = 0, 0, round(100 * reads / total, 2)) AS read_rate_pct
-	FROM
-	(
-	    SELECT project_id, snapshot_at, sum(read_count) AS reads, sum(total) AS total
-	    FROM $DB.message_read_snapshots FINAL
-	    GROUP BY project_id, snapshot_at
-	)
-	ANY LEFT JOIN (SELECT id AS project_id, nft FROM $DB.projects FINAL) USING project_id
+	SELECT nft, snapshot_at, messages, reads, total, round(100 * read_rate, 2) AS read_rate_pct
+	FROM $DB.project_read_snapshots
 	ORDER BY nft, snapshot_at
 	FORMAT PrettyCompactMonoBlock"
 
@@ -91,7 +85,7 @@ main() {
 	FORMAT PrettyCompactMonoBlock"
 
 	echo >&2
-	echo "Done. The rows stay in database $DB; explore with: scripts/clickhouse.sh query 'SELECT * FROM $DB.message_read_snapshots FINAL LIMIT 10'" >&2
+	echo "Done. The rows stay in database $DB; explore with: scripts/clickhouse.sh query 'SELECT * FROM $DB.message_read_latest LIMIT 10'" >&2
 }
 
 # Sourced (by the tests), the script only defines its functions.
