@@ -247,22 +247,7 @@ ANY LEFT JOIN (SELECT id AS project_id, nft, name AS project_name%[2]s FROM %[3]
 // clusterRows returns a query's rows as sorted text lines.
 func clusterRows(t *testing.T, conn driver.Conn, q string) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), "SELECT arrayStringConcat(arrayMap(x -> toString(x), [toString(tuple(*))]), '') FROM ("+q+")")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	out := sinktest.Lines(t, conn, "SELECT arrayStringConcat(arrayMap(x -> toString(x), [toString(tuple(*))]), '') FROM ("+q+")")
 	slices.Sort(out)
 	return out
 }

@@ -96,23 +96,7 @@ func viewRows(t *testing.T, db *sinktest.DB, view, where string, pushDown bool) 
 	if pushDown {
 		q += " SETTINGS enable_optimize_predicate_expression = 1"
 	}
-	rows, err := db.Conn.Query(context.Background(), q)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return sinktest.Lines(t, db.Conn, q)
 }
 
 // assertViewsEqualBruteForce compares every view with its brute force,

@@ -89,3 +89,27 @@ func (d *DB) Count(t testing.TB, table string) uint64 {
 	}
 	return n
 }
+
+// Lines runs q, whose one column is a String, and returns its rows in the
+// order the server sent them: a way to compare query results as text,
+// every value formatted by ClickHouse so that floats compare exactly.
+func Lines(t testing.TB, conn driver.Conn, q string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
