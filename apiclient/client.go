@@ -328,10 +328,11 @@ var errCrossOrigin = errors.New("redirect to another origin refused")
 // base's origin and otherwise defers to next (net/http's default of 10
 // redirects when nil).
 func sameOriginRedirects(base *url.URL, next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	allowed := origin(base)
 	return func(req *http.Request, via []*http.Request) error {
-		if origin(req.URL) != origin(base) {
+		if to := origin(req.URL); to != allowed {
 			return fmt.Errorf("%w: the client credentials are sent only to %s, and %s redirected to %s",
-				errCrossOrigin, origin(base), via[len(via)-1].URL.Path, origin(req.URL))
+				errCrossOrigin, allowed, via[len(via)-1].URL.Path, to)
 		}
 		if next != nil {
 			return next(req, via)
@@ -349,7 +350,12 @@ func origin(u *url.URL) string {
 	scheme := strings.ToLower(u.Scheme)
 	port := u.Port()
 	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[scheme]
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
 	}
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }

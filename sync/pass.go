@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	gosync "sync"
 	"sync/atomic"
 	"time"
 
@@ -219,14 +220,11 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
 	w := newWriter(ctx, st, s.cfg.BatchRows, log)
-	var flusher errgroup.Group
-	flusher.Go(func() error {
-		w.run()
-		return nil
-	})
+	var flusher gosync.WaitGroup
+	flusher.Go(w.run)
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)
 	w.close()
-	_ = flusher.Wait()
+	flusher.Wait()
 
 	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
 	rep.Run = sink.Run{
