@@ -108,7 +108,9 @@ FROM
 }
 
 // joinProjects is the JOIN every view ends with: the project's nft and
-// name from the projects table, by project_id.
+// name from the projects table, by project_id. Migration 1's views are
+// built with it too, so it stays as it is: a view that needs another JOIN
+// writes its own.
 func joinProjects(d ddl) string {
 	return fmt.Sprintf(`ANY LEFT JOIN
 (
