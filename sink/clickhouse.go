@@ -19,8 +19,7 @@ import (
 type ClickHouse struct {
 	conn     driver.Conn
 	opts     clickhouse.Options // what conn was opened with, to reach the other hosts of a cluster
-	db       string
-	ddl      ddl
+	ddl      ddl                // names the database and the tables in it
 	password string
 	log      *slog.Logger
 
@@ -112,7 +111,7 @@ func OpenClickHouse(ctx context.Context, dsn DSN, options ...Option) (*ClickHous
 	if err != nil {
 		return nil, redact(fmt.Errorf("open ClickHouse: %w", err), dsn.Password())
 	}
-	c := &ClickHouse{conn: conn, opts: opts, db: dsn.database, ddl: ddl{db: dsn.database}, password: dsn.Password(),
+	c := &ClickHouse{conn: conn, opts: opts, ddl: ddl{db: dsn.database}, password: dsn.Password(),
 		log: slog.New(slog.DiscardHandler)}
 	for _, o := range options {
 		o(c)
@@ -124,7 +123,7 @@ func OpenClickHouse(ctx context.Context, dsn DSN, options ...Option) (*ClickHous
 func (c *ClickHouse) Close() error { return c.conn.Close() }
 
 // Database is the database the tables live in.
-func (c *ClickHouse) Database() string { return c.db }
+func (c *ClickHouse) Database() string { return c.ddl.db }
 
 // Ping checks that the server answers and returns its version.
 func (c *ClickHouse) Ping(ctx context.Context) (string, error) {

@@ -97,6 +97,9 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 			perNode := make([][]int64, len(c.Conns))
 			for node, conn := range c.Conns {
 				c.SyncReplica(t, node, "message_read_snapshots_local")
+				// message_read_latest reads the rollup, which the other
+				// host's materialized view filled and replication brings here.
+				c.SyncReplica(t, node, latestRollup+"_local")
 				var n uint64
 				if err := conn.QueryRow(ctx, "SELECT count() FROM "+c.Table("message_read_snapshots")+" FINAL").Scan(&n); err != nil || n != 24 {
 					t.Errorf("node %d: %d snapshots through the Distributed table (%v), want 24", node, n, err)

@@ -223,7 +223,7 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 	if len(ms) > 0 {
 		v.Latest = ms[len(ms)-1].id
 	}
-	tables, err := queryColumn[string](ctx, c.conn, "SELECT name FROM system.tables WHERE database = ?", c.db)
+	tables, err := queryColumn[string](ctx, c.conn, "SELECT name FROM system.tables WHERE database = ?", c.ddl.db)
 	if err != nil {
 		return v, nil, fmt.Errorf("read schema version: %w", err)
 	}
@@ -264,7 +264,7 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 		return err
 	}
 	if v.Adopt {
-		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.db)
+		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.ddl.db)
 	}
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
@@ -316,14 +316,14 @@ func (c *ClickHouse) checkTopology(ctx context.Context) error {
 		return err
 	}
 	var engine string
-	err := c.conn.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.db, projectsTable.name).Scan(&engine)
+	err := c.conn.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.ddl.db, projectsTable.name).Scan(&engine)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("look for earlier tables: %w", err)
 	case engine != "Distributed":
 		return fmt.Errorf("database %q holds single-server tables (projects is %s): cluster mode keeps its rows in *_local tables behind Distributed ones; "+
-			"use a new database, or move the rows with INSERT … SELECT once the cluster tables exist", c.db, engine)
+			"use a new database, or move the rows with INSERT … SELECT once the cluster tables exist", c.ddl.db, engine)
 	}
 	return nil
 }

@@ -240,6 +240,18 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 // statements kept in testdata rather than from this code.
 func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 	t.Helper()
+	for _, stmt := range previousSchema(t, database) {
+		if err := conn.Exec(context.Background(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
+
+// previousSchema returns the statements of release 5013242's schema for
+// database db, from testdata/release-5013242/schema.sql: its tables and its
+// views, which aggregate the whole snapshot history at every query.
+func previousSchema(t testing.TB, db string) []string {
+	t.Helper()
 	src, err := os.ReadFile("testdata/release-5013242/schema.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -250,13 +262,13 @@ func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 			body = append(body, line)
 		}
 	}
+	var out []string
 	for _, stmt := range strings.Split(strings.Join(body, "\n"), "\n;\n") {
 		if stmt = strings.TrimSpace(stmt); stmt != "" {
-			if err := conn.Exec(context.Background(), strings.ReplaceAll(stmt, "{db}", database)); err != nil {
-				t.Fatalf("%s: %v", stmt, err)
-			}
+			out = append(out, strings.ReplaceAll(stmt, "{db}", db))
 		}
 	}
+	return out
 }
 
 func partNames(t *testing.T, db *sinktest.DB) string {

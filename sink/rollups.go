@@ -132,11 +132,7 @@ GROUP BY project_id, snapshot_at, version`,
 // small lookup tables use FINAL.
 func views(d ddl) [][2]string {
 	q := d.table
-	projects := fmt.Sprintf(`ANY LEFT JOIN
-(
-    SELECT id AS project_id, nft, name AS project_name%s
-    FROM %s FINAL
-) USING (project_id)`, d.finalVersion(), q("projects"))
+	projects := joinProjects(d)
 	return [][2]string{
 		{"message_read_latest", fmt.Sprintf(`CREATE VIEW %s%s AS
 SELECT project_id, nft, project_name, message_id, subject, snapshot_at, read_count, total, percent

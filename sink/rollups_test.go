@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,38 +15,13 @@ import (
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
-// previousSchema returns the statements of release 5013242's schema for
-// database db: its tables and its views, which aggregate the whole snapshot
-// history at every query. Those views are the brute force the rollups must
-// equal.
-func previousSchema(t *testing.T, db string) []string {
-	t.Helper()
-	b, err := os.ReadFile("testdata/release-5013242/schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, stmt := range strings.Split(string(b), "\n;\n") {
-		var lines []string
-		for _, l := range strings.Split(stmt, "\n") {
-			if !strings.HasPrefix(l, "--") {
-				lines = append(lines, l)
-			}
-		}
-		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";")); s != "" {
-			out = append(out, strings.ReplaceAll(s, "{db}", db))
-		}
-	}
-	return out
-}
-
 // createBruteForceViews creates release 5013242's views under the names
 // brute_<view>, and the brute force of the per-snapshot view: the rows of
 // each project's newest write at each snapshot, deduplicated.
 func createBruteForceViews(t *testing.T, db *sinktest.DB) {
 	t.Helper()
 	ctx := context.Background()
-	for _, stmt := range previousSchema(t, db.Name) {
+	for _, stmt := range sink.PreviousSchema(t, db.Name) {
 		if !strings.HasPrefix(stmt, "CREATE VIEW") {
 			continue
 		}
@@ -325,7 +299,7 @@ var allViews = []string{"message_read_latest", "project_read_daily", "project_re
 func TestFoldPreviousRelease(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	for _, stmt := range previousSchema(t, db.Name) {
+	for _, stmt := range sink.PreviousSchema(t, db.Name) {
 		if err := db.Conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%v\n%s", err, stmt)
 		}

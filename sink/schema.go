@@ -69,11 +69,7 @@ FROM
         FROM %s FINAL
     ) USING (project_id, message_id)
 )
-ANY LEFT JOIN
-(
-    SELECT id AS project_id, nft, name AS project_name%s
-    FROM %s FINAL
-) USING (project_id)`, d.table("message_read_snapshots"), d.finalVersion(), d.table("messages"), d.finalVersion(), d.table("projects"))
+%s`, d.table("message_read_snapshots"), d.finalVersion(), d.table("messages"), joinProjects(d))
 }
 
 // projectReadDaily is the query of the project_read_daily view.
@@ -108,9 +104,17 @@ FROM
     )
     GROUP BY day, project_id
 )
-ANY LEFT JOIN
+%s`, d.table("message_read_snapshots"), joinProjects(d))
+}
+
+// joinProjects is the JOIN every view ends with: the project's nft and
+// name from the projects table, by project_id. Migration 1's views are
+// built with it too, so it stays as it is: a view that needs another JOIN
+// writes its own.
+func joinProjects(d ddl) string {
+	return fmt.Sprintf(`ANY LEFT JOIN
 (
     SELECT id AS project_id, nft, name AS project_name%s
     FROM %s FINAL
-) USING (project_id)`, d.table("message_read_snapshots"), d.finalVersion(), d.table("projects"))
+) USING (project_id)`, d.finalVersion(), d.table("projects"))
 }

@@ -2,11 +2,10 @@ package sinktest
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"net/url"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -90,13 +88,7 @@ func Exclusive() ClusterOption {
 // is unset, and fails it instead when READSYNC_REQUIRE_CLUSTER=1.
 func NewCluster(t testing.TB, topo string, opts ...ClusterOption) *Cluster {
 	t.Helper()
-	raw := os.Getenv(EnvClusterDSNs)
-	if raw == "" {
-		if os.Getenv("READSYNC_REQUIRE_CLUSTER") == "1" {
-			t.Fatalf("%s is not set; run the tests with `make test`, which starts a ClickHouse cluster", EnvClusterDSNs)
-		}
-		t.Skipf("%s is not set; `make test` starts a local ClickHouse cluster and sets it", EnvClusterDSNs)
-	}
+	raw := baseFromEnv(t, EnvClusterDSNs, "READSYNC_REQUIRE_CLUSTER", "ClickHouse cluster")
 	name, path, ok := topology(topo)
 	if !ok {
 		t.Fatalf("NewCluster: topology %q: want %q or %q", topo, Replicated, Sharded)
@@ -112,49 +104,20 @@ func NewCluster(t testing.TB, topo string, opts ...ClusterOption) *Cluster {
 
 	lockCluster(t, raw, o.exclusive)
 
-	var b [6]byte
-	_, _ = rand.Read(b[:])
 	c := &Cluster{
 		Name:        name,
 		ReplicaPath: path,
-		Database:    "readsync_test_" + hex.EncodeToString(b[:]),
+		Database:    uniqueDatabase(),
 		exclusive:   o.exclusive,
 		stopped:     make([]bool, len(bases)),
 	}
 	for i, base := range bases {
-		conn, dsn := openNode(t, i, strings.TrimSpace(base), c.Database)
+		conn, dsn := connect(t, fmt.Sprintf("%s node %d", EnvClusterDSNs, i), strings.TrimSpace(base), c.Database)
 		c.Conns = append(c.Conns, conn)
 		c.DSNs = append(c.DSNs, dsn)
 	}
 	t.Cleanup(func() { c.drop(t) })
 	return c
-}
-
-// openNode connects to one node (no database: the test's does not exist
-// yet) and returns the connection and the node's DSN naming db.
-func openNode(t testing.TB, i int, base, db string) (driver.Conn, string) {
-	t.Helper()
-	opts, err := clickhouse.ParseDSN(base)
-	if err != nil {
-		t.Fatalf("%s: node %d: %v", EnvClusterDSNs, i, err)
-	}
-	opts.Auth.Database = ""
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatalf("open cluster node %d: %v", i, err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := conn.Ping(ctx); err != nil {
-		t.Fatalf("cluster node %d (%s) does not answer: %v", i, opts.Addr, err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("%s: node %d: %v", EnvClusterDSNs, i, err)
-	}
-	u.Path = "/" + db
-	return conn, u.String()
 }
 
 // drop removes the database from every node. ON CLUSTER goes through the

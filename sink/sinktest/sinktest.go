@@ -36,48 +36,73 @@ type DB struct {
 // is the code under test's job) and registers its removal with t.Cleanup.
 func New(t testing.TB) *DB {
 	t.Helper()
-	base := os.Getenv(EnvDSN)
-	if base == "" {
-		if os.Getenv("READSYNC_REQUIRE_CLICKHOUSE") == "1" {
-			t.Fatalf("%s is not set; run the tests with `make test`, which starts ClickHouse", EnvDSN)
-		}
-		t.Skipf("%s is not set; `make test` starts a local ClickHouse and sets it", EnvDSN)
-	}
-	opts, err := clickhouse.ParseDSN(base)
-	if err != nil {
-		t.Fatalf("%s: %v", EnvDSN, err)
-	}
-	opts.Auth.Database = ""
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatalf("open ClickHouse: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := conn.Ping(ctx); err != nil {
-		t.Fatalf("ClickHouse at %s does not answer: %v", EnvDSN, err)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "readsync_test_" + hex.EncodeToString(b[:])
+	base := baseFromEnv(t, EnvDSN, "READSYNC_REQUIRE_CLICKHOUSE", "ClickHouse")
+	name := uniqueDatabase()
+	conn, dsn := connect(t, EnvDSN, base, name)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if os.Getenv("READSYNC_KEEP_TEST_DB") != "1" {
-			_ = conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+name+"`")
+			_ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quote(name))
 		}
-		conn.Close()
 	})
+	return &DB{DSN: dsn, Name: name, Conn: conn}
+}
+
+// baseFromEnv returns the DSN in the variable env. When it is unset it
+// skips the test, or fails it when the variable require is 1: then a
+// missing server must not pass silently. server says what `make test`
+// starts, e.g. "ClickHouse".
+func baseFromEnv(t testing.TB, env, require, server string) string {
+	t.Helper()
+	base := os.Getenv(env)
+	if base == "" {
+		if os.Getenv(require) == "1" {
+			t.Fatalf("%s is not set; run the tests with `make test`, which starts a local %s", env, server)
+		}
+		t.Skipf("%s is not set; `make test` starts a local %s and sets it", env, server)
+	}
+	return base
+}
+
+// uniqueDatabase returns a database name no other test uses.
+func uniqueDatabase() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "readsync_test_" + hex.EncodeToString(b[:])
+}
+
+// connect opens a connection to the server of the DSN base, without a
+// database (the test's does not exist yet), checks that the server answers,
+// and returns the connection, closed when the test ends, and base naming
+// the database db instead. what names base in errors.
+func connect(t testing.TB, what, base, db string) (driver.Conn, string) {
+	t.Helper()
+	opts, err := clickhouse.ParseDSN(base)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("%s: %v", EnvDSN, err)
+		t.Fatalf("%s: %v", what, err)
 	}
-	u.Path = "/" + name
-	return &DB{DSN: u.String(), Name: name, Conn: conn}
+	u.Path = "/" + db
+	opts.Auth.Database = ""
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatalf("open ClickHouse at %s: %v", what, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatalf("ClickHouse at %s (%s) does not answer: %v", what, opts.Addr, err)
+	}
+	return conn, u.String()
 }
 
 // Table returns the quoted, database-qualified name of a table.
-func (d *DB) Table(name string) string { return "`" + d.Name + "`.`" + name + "`" }
+func (d *DB) Table(name string) string { return quote(d.Name) + "." + quote(name) }
 
 // Count returns SELECT count() FROM the table with FINAL applied.
 func (d *DB) Count(t testing.TB, table string) uint64 {

@@ -157,7 +157,7 @@ func open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 			if err := os.Remove(filepath.Join(dir, name)); err != nil {
 				return nil, fmt.Errorf("spool directory %s: remove unfinished entry: %w", dir, err)
 			}
-		case strings.HasSuffix(name, suffix) && de.Type().IsRegular():
+		case isEntry(de):
 			info, err := de.Info()
 			if err != nil {
 				return nil, fmt.Errorf("spool directory %s: %w", dir, err)
