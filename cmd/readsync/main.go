@@ -170,7 +170,7 @@ func (s stores) Close() {
 func (a *app) openStores(ctx context.Context) (stores, error) {
 	sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
 	if err != nil {
-		return stores{}, configErrorf("READSYNC_SPOOL_DIR: %w", err)
+		return stores{}, fmt.Errorf("READSYNC_SPOOL_DIR: %w", err)
 	}
 	if st := sp.Stats(); st.Entries > 0 {
 		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes)
@@ -178,7 +178,7 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	ch, err := a.openClickHouse(ctx)
 	if err != nil {
 		sp.Close()
-		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
+		return stores{}, fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
 	ch.ObserveInserts(a.metrics.observeInsert)
 	a.metrics.observeSpool(sp)
