@@ -20,8 +20,7 @@ import (
 func (a *app) daemon(ctx context.Context) int {
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "readsync: configuration: READSYNC_HTTP_ADDR: %v\n", err)
-		return exitConfig
+		return a.configFailed(fmt.Errorf("READSYNC_HTTP_ADDR: %w", err))
 	}
 	// Each armed schedule has its series before the first scrape can
 	// happen, so an alert on a schedule that never succeeds has a value
@@ -38,8 +37,7 @@ func (a *app) daemon(ctx context.Context) int {
 	st, err := a.openStores(ctx)
 	if err != nil {
 		hs.stop()
-		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
-		return exitConfig
+		return a.configFailed(err)
 	}
 	// Stop in the reverse order of start: the HTTP server reports on
 	// ClickHouse, so it has stopped before ClickHouse closes.

@@ -129,6 +129,14 @@ func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, erro
 	return &app{cfg: cfg, log: log, api: api, metrics: m, stdout: stdout, stderr: stderr}, nil
 }
 
+// configFailed reports configuration the mode found unusable once it
+// tried it (a spool directory, a DSN, a listen address) and returns the
+// exit code that says so.
+func (a *app) configFailed(err error) int {
+	fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
+	return exitConfig
+}
+
 // newAPIClient is the upstream client the configuration describes; log
 // receives its retry warnings and observe every attempt.
 func newAPIClient(cfg *config, log *slog.Logger, observe func(op, outcome string, d time.Duration)) (*apiclient.Client, error) {
@@ -213,8 +221,7 @@ func (a *app) flushSpool(ctx context.Context, s stores) {
 func (a *app) replaySpool(ctx context.Context) int {
 	st, err := a.openStores(ctx)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
-		return exitConfig
+		return a.configFailed(err)
 	}
 	defer st.Close()
 	a.flushSpool(ctx, st)
