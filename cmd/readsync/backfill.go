@@ -32,8 +32,7 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	} else {
 		st, err = a.openStores(ctx)
 		if err != nil {
-			fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
-			return exitConfig
+			return a.configFailed(err)
 		}
 		defer st.Close()
 		// Older rows first: a backfill is also how an operator drains the

@@ -99,17 +99,6 @@ func (u unknownVariable) String() string {
 	return u.Name + " is not a readsync variable (did you mean " + u.Guess + "?)"
 }
 
-// configError is bad configuration or usage: the process exits 2. Its
-// message has one line per problem.
-type configError struct{ err error }
-
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
-
-func configErrorf(format string, args ...any) error {
-	return &configError{fmt.Errorf(format, args...)}
-}
-
 // environ is an environment that can list the names set in it, so that a
 // misspelt variable is noticed. main passes the process's; run accepts any
 // envconfig.Lookuper and checks names only when it is an environ.
@@ -199,13 +188,6 @@ func (p *problems) bad(name, form string) {
 // add reports err, which already names the variable.
 func (p *problems) add(err error) { p.errs = append(p.errs, err) }
 
-func (p *problems) err() error {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	return &configError{errors.Join(p.errs...)}
-}
-
 // loadConfig reads the environment through lookup, validates every value
 // and loads the schedules file, reporting every problem at once. needDSN
 // is false for a dry run, which writes nowhere.
@@ -250,7 +232,7 @@ func loadConfig(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*
 		for _, u := range c.Unknown {
 			p.add(errors.New(u.String()))
 		}
-		return nil, p.err()
+		return nil, errors.Join(p.errs...)
 	}
 	return c, nil
 }

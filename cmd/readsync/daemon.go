@@ -20,8 +20,7 @@ import (
 func (a *app) daemon(ctx context.Context) int {
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "readsync: configuration: READSYNC_HTTP_ADDR: %v\n", err)
-		return exitConfig
+		return a.configFailed(fmt.Errorf("READSYNC_HTTP_ADDR: %w", err))
 	}
 	// Each armed schedule has its series before the first scrape can
 	// happen, so an alert on a schedule that never succeeds has a value
@@ -38,8 +37,7 @@ func (a *app) daemon(ctx context.Context) int {
 	st, err := a.openStores(ctx)
 	if err != nil {
 		hs.stop()
-		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
-		return exitConfig
+		return a.configFailed(err)
 	}
 	// Stop in the reverse order of start: the HTTP server reports on
 	// ClickHouse, so it has stopped before ClickHouse closes.
@@ -117,20 +115,24 @@ func (a *app) shardSchedules() []sync.Schedule {
 // outage arrive soon after it ends. It is the only place the daemon
 // replays the spool: a pass never waits for a backlog, whose replay could
 // take the time the pass has until its next tick.
+//
+// Until ClickHouse has been migrated, each tick tries that first and
+// replays only once it succeeds: a replayed write would try the same
+// migration and fail the same way. At start, openStores has just tried.
 func (a *app) flushLoop(ctx context.Context, st stores) {
 	t := time.NewTicker(a.cfg.SpoolFlushInterval)
 	defer t.Stop()
 	for {
-		if !st.ch.Migrated() {
-			if err := st.ch.Migrate(ctx); err == nil {
-				a.log.Info("ClickHouse answers again; tables ready")
-			}
+		if st.ch.Migrated() {
+			a.flushSpool(ctx, st)
 		}
-		a.flushSpool(ctx, st)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if !st.ch.Migrated() && st.ch.Migrate(ctx) == nil {
+			a.log.Info("ClickHouse answers again; tables ready")
 		}
 	}
 }

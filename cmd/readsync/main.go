@@ -129,6 +129,14 @@ func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, erro
 	return &app{cfg: cfg, log: log, api: api, metrics: m, stdout: stdout, stderr: stderr}, nil
 }
 
+// configFailed reports configuration the mode found unusable once it
+// tried it (a spool directory, a DSN, a listen address) and returns the
+// exit code that says so.
+func (a *app) configFailed(err error) int {
+	fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
+	return exitConfig
+}
+
 // newAPIClient is the upstream client the configuration describes; log
 // receives its retry warnings and observe every attempt.
 func newAPIClient(cfg *config, log *slog.Logger, observe func(op, outcome string, d time.Duration)) (*apiclient.Client, error) {
@@ -170,7 +178,7 @@ func (s stores) Close() {
 func (a *app) openStores(ctx context.Context) (stores, error) {
 	sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
 	if err != nil {
-		return stores{}, configErrorf("READSYNC_SPOOL_DIR: %w", err)
+		return stores{}, fmt.Errorf("READSYNC_SPOOL_DIR: %w", err)
 	}
 	if st := sp.Stats(); st.Entries > 0 {
 		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes)
@@ -178,7 +186,7 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	ch, err := a.openClickHouse(ctx)
 	if err != nil {
 		sp.Close()
-		return stores{}, configErrorf("READSYNC_CLICKHOUSE_DSN: %w", err)
+		return stores{}, fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err)
 	}
 	ch.ObserveInserts(a.metrics.observeInsert)
 	a.metrics.observeSpool(sp)
@@ -213,8 +221,7 @@ func (a *app) flushSpool(ctx context.Context, s stores) {
 func (a *app) replaySpool(ctx context.Context) int {
 	st, err := a.openStores(ctx)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
-		return exitConfig
+		return a.configFailed(err)
 	}
 	defer st.Close()
 	a.flushSpool(ctx, st)

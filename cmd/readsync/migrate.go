@@ -20,8 +20,7 @@ func (a *app) openClickHouse(ctx context.Context) (*sink.ClickHouse, error) {
 func (a *app) migrate(ctx context.Context) int {
 	ch, err := a.openClickHouse(ctx)
 	if err != nil {
-		fmt.Fprintf(a.stderr, "readsync: configuration: READSYNC_CLICKHOUSE_DSN: %v\n", err)
-		return exitConfig
+		return a.configFailed(fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err))
 	}
 	defer ch.Close()
 	if err := ch.Migrate(ctx); err != nil {

@@ -32,6 +32,17 @@ func (f *fixture) newTestApp(t *testing.T, log io.Writer) *app {
 	return a
 }
 
+// openTestStores opens the app's stores for the rest of the test.
+func openTestStores(t *testing.T, a *app) stores {
+	t.Helper()
+	st, err := a.openStores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(st.Close)
+	return st
+}
+
 // backlog spools rows of a project the upstream does not know, as if an
 // earlier outage had left them.
 func backlog(t *testing.T, st stores, entries int) {
@@ -53,11 +64,7 @@ func TestCronPassLeavesTheSpoolToTheFlusher(t *testing.T) {
 	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
 	log := &lockedBuffer{}
 	a := f.newTestApp(t, log)
-	st, err := a.openStores(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := openTestStores(t, a)
 	backlog(t, st, 3)
 
 	tick := time.Now().UTC().Truncate(time.Second)
@@ -108,11 +115,7 @@ func TestSpoolHasOneOwner(t *testing.T) {
 	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
 	dir := f.env["READSYNC_SPOOL_DIR"]
 	a := f.newTestApp(t, io.Discard)
-	st, err := a.openStores(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := openTestStores(t, a)
 	backlog(t, st, 1)
 	writing := filepath.Join(dir, ".tmp-owner-is-writing")
 	if err := os.WriteFile(writing, []byte("\x1f\x8b"), 0o600); err != nil {
@@ -229,11 +232,7 @@ func TestCronPassCutOffByTheNextTick(t *testing.T) {
 	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
 	log := &lockedBuffer{}
 	a := f.newTestApp(t, log)
-	st, err := a.openStores(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
+	st := openTestStores(t, a)
 
 	// A tick at the coming second leaves the fast name at least a second.
 	tick := time.Now().UTC().Truncate(time.Second).Add(time.Second)
