@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A private, project-local ClickHouse server for tests and the demo.
+# A private, project-local ClickHouse server for tests and the demo: a current
+# release by default, or Debian's 18.16 (the oldest readsync supports).
 #
 # Usage: scripts/clickhouse.sh ensure|stop|status|query SQL
 #
@@ -9,12 +10,22 @@
 #   query SQL   run SQL and print the result (non-zero exit + server error on failure)
 #
 # Environment:
+#   READSYNC_CLICKHOUSE_RELEASE    which server: `current` (default) or `18.16`
 #   READSYNC_TEST_CLICKHOUSE_DSN   bring your own server: `ensure` prints this DSN, `query` uses it
-#   READSYNC_CLICKHOUSE_DIR        state dir (default: <repo>/.tmp/clickhouse)
-#   READSYNC_CLICKHOUSE_TCP_PORT   native port (default 19000)
-#   READSYNC_CLICKHOUSE_HTTP_PORT  HTTP port (default 18123)
-#   READSYNC_CLICKHOUSE_SERVER_BIN path to clickhouse-server (skips the search)
-#   READSYNC_NO_INSTALL=1          never install clickhouse-server with apt-get
+#   READSYNC_CLICKHOUSE_DIR        state dir (default: <repo>/.tmp/clickhouse for 18.16,
+#                                  <repo>/.tmp/clickhouse-current for current)
+#   READSYNC_CLICKHOUSE_TCP_PORT   native port (default 19000 for 18.16, 19300 for current)
+#   READSYNC_CLICKHOUSE_HTTP_PORT  HTTP port (default 18123 for 18.16, 18323 for current)
+#   READSYNC_CLICKHOUSE_SERVER_BIN path to clickhouse-server 18.16 (skips the search)
+#   READSYNC_NO_INSTALL=1          never install packages (apt-get, npm)
+#
+# The current release is ClickHouse 26.7 as chDB builds it (the npm package
+# @chdb/lib-linux-x64-gnu, the engine as a shared library): `ensure` fetches the
+# package with npm into .tmp when it is missing, builds the small launcher in
+# scripts/chserve with cc, and starts it. Its native port serves clickhouse-go and
+# clickhouse-client like any server; see the README for what this build cannot do.
+# For it `ensure` also configures the cluster readsync_ddl_check (this one server,
+# with scripts/cluster.sh's ZooKeeper), on which tests execute the cluster-mode DDL.
 #
 # All chatter goes to stderr. The system instance (/etc/clickhouse-server, ports 9000/8123)
 # is never used or modified.
@@ -23,9 +34,28 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib/server.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/server.sh"
 
-STATE_DIR="${READSYNC_CLICKHOUSE_DIR:-$REPO/.tmp/clickhouse}"
-TCP_PORT="${READSYNC_CLICKHOUSE_TCP_PORT:-19000}"
-HTTP_PORT="${READSYNC_CLICKHOUSE_HTTP_PORT:-18123}"
+RELEASE="${READSYNC_CLICKHOUSE_RELEASE:-current}"
+case "$RELEASE" in
+current)
+	STATE_DIR="${READSYNC_CLICKHOUSE_DIR:-$REPO/.tmp/clickhouse-current}"
+	TCP_PORT="${READSYNC_CLICKHOUSE_TCP_PORT:-19300}"
+	HTTP_PORT="${READSYNC_CLICKHOUSE_HTTP_PORT:-18323}"
+	;;
+18.16)
+	STATE_DIR="${READSYNC_CLICKHOUSE_DIR:-$REPO/.tmp/clickhouse}"
+	TCP_PORT="${READSYNC_CLICKHOUSE_TCP_PORT:-19000}"
+	HTTP_PORT="${READSYNC_CLICKHOUSE_HTTP_PORT:-18123}"
+	;;
+*)
+	echo "clickhouse.sh: READSYNC_CLICKHOUSE_RELEASE=\"$RELEASE\": expected current or 18.16" >&2
+	exit 2
+	;;
+esac
+# The chDB build of the current release, pinned: its engine is ClickHouse 26.7.2.1.
+CHDB_PACKAGE="@chdb/lib-linux-x64-gnu@26.7.3-stable.1"
+CHDB_DIR="$REPO/.tmp/chdb-26.7.3-stable.1"
+# ZooKeeper of scripts/cluster.sh, which the current release's DDL check cluster uses.
+ZK_PORT=12181
 DSN="clickhouse://default:@127.0.0.1:${TCP_PORT}/default"
 START_TIMEOUT=60
 
@@ -52,6 +82,89 @@ write_config() {
 	write_users_config "$STATE_DIR" </dev/null
 }
 
+# install_chdb: fetch the pinned chDB package with npm unless it is there.
+install_chdb() {
+	[[ -f "$CHDB_DIR/package/libchdb.so" ]] && return 0
+	[[ "${READSYNC_NO_INSTALL:-}" != 1 ]] || missing "the current release ($CHDB_PACKAGE) is not in $CHDB_DIR, and READSYNC_NO_INSTALL=1"
+	command -v npm >/dev/null 2>&1 || install_packages npm
+	log "fetching $CHDB_PACKAGE with npm (about 180 MB)"
+	mkdir -p "$CHDB_DIR"
+	local tgz
+	tgz="$(cd "$CHDB_DIR" && npm pack --silent "$CHDB_PACKAGE" 2>/dev/null | tail -n 1)" ||
+		missing "npm pack $CHDB_PACKAGE failed"
+	tar -xzf "$CHDB_DIR/$tgz" -C "$CHDB_DIR" package/libchdb.so && rm -f "$CHDB_DIR/$tgz"
+	[[ -f "$CHDB_DIR/package/libchdb.so" ]] || missing "$CHDB_PACKAGE has no package/libchdb.so"
+}
+
+# build_chserve: compile the launcher into the state dir when its source is newer.
+build_chserve() {
+	local src="$REPO/scripts/chserve/chserve.c" bin="$STATE_DIR/chserve"
+	mkdir -p "$STATE_DIR"
+	[[ -x "$bin" && "$bin" -nt "$src" ]] && return 0
+	command -v cc >/dev/null 2>&1 || install_packages gcc libc6-dev
+	cc -O2 -Wall -o "$bin" "$src" -ldl || die "cannot build $src"
+}
+
+# write_current_config: the current release's config. clickhouse-local takes
+# its ports and data path as arguments; this file adds the users and the DDL
+# check cluster (this server alone, replicated through ZooKeeper).
+write_current_config() {
+	mkdir -p "$STATE_DIR"/{data,log}
+	write_users_config "$STATE_DIR" </dev/null
+	cat >"$STATE_DIR/config.xml" <<-EOF
+		<?xml version="1.0"?>
+		<!-- Written by scripts/${SCRIPT}; regenerated on every start. -->
+		<clickhouse>
+		    <logger>
+		        <level>warning</level>
+		        <log>${STATE_DIR}/log/clickhouse-server.log</log>
+		        <errorlog>${STATE_DIR}/log/clickhouse-server.err.log</errorlog>
+		    </logger>
+		    <users_config>${STATE_DIR}/users.xml</users_config>
+		    <zookeeper>
+		        <node>
+		            <host>127.0.0.1</host>
+		            <port>${ZK_PORT}</port>
+		        </node>
+		    </zookeeper>
+		    <remote_servers>
+		        <readsync_ddl_check>
+		            <shard>
+		                <internal_replication>true</internal_replication>
+		                <replica><host>127.0.0.1</host><port>${TCP_PORT}</port></replica>
+		            </shard>
+		        </readsync_ddl_check>
+		    </remote_servers>
+		    <macros>
+		        <shard>01</shard>
+		        <replica>current</replica>
+		    </macros>
+		</clickhouse>
+	EOF
+}
+
+# ensure_current: make the current release answer on HTTP_PORT.
+ensure_current() {
+	local pid
+	if ping_clickhouse "$HTTP_PORT"; then
+		return 0
+	elif pid="$(clickhouse_pid "$STATE_DIR")"; then
+		log "ClickHouse (current) (pid $pid) is running but not answering yet; waiting"
+		wait_for "ClickHouse (current)" "$STATE_DIR/clickhouse-server.pid" ping_clickhouse "$HTTP_PORT" || exit 1
+		return 0
+	fi
+	install_chdb
+	build_chserve
+	write_current_config
+	log "starting ClickHouse (current, $CHDB_PACKAGE; state in $STATE_DIR, HTTP port $HTTP_PORT)"
+	# The last statement keeps the listeners open: one row a second for 30 years.
+	start_daemon "ClickHouse (current)" "$STATE_DIR/clickhouse-server.pid" ping_clickhouse "$HTTP_PORT" -- \
+		"$STATE_DIR/chserve" "$CHDB_DIR/package/libchdb.so" \
+		--path="$STATE_DIR/data" --config-file="$STATE_DIR/config.xml" \
+		--tcp_port="$TCP_PORT" --http_port="$HTTP_PORT" --listen_host=127.0.0.1 --multiquery \
+		--query="SYSTEM START LISTEN TCP; SYSTEM START LISTEN HTTP; SELECT sleepEachRow(1) FROM numbers(1000000000) SETTINGS max_block_size = 1 FORMAT Null"
+}
+
 cmd_ensure() {
 	if [[ -n "${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]]; then
 		echo "$READSYNC_TEST_CLICKHOUSE_DSN"
@@ -63,6 +176,11 @@ cmd_ensure() {
 	fi
 
 	lock "$STATE_DIR/.lock"
+	if [[ "$RELEASE" == current ]]; then
+		ensure_current
+		echo "$DSN"
+		return
+	fi
 	# Another `ensure` may have started it while we waited for the lock, or a server
 	# from an earlier run may still be starting: install only when there is none.
 	ping_clickhouse "$HTTP_PORT" || clickhouse_pid "$STATE_DIR" >/dev/null || install_missing

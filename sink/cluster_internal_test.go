@@ -213,21 +213,18 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 			pass(day.Add(30*time.Hour), written)
 			pass(day.Add(3*time.Hour), written) // a backfill in the past
 
+			// The brute force aggregates the whole history, as the first
+			// release's views did; the per-snapshot one sums the rows of
+			// each project's newest write at each snapshot. The IN reads
+			// each shard's own rows: a project's rows are all on one shard.
+			writes := fmt.Sprintf(`SELECT project_id, snapshot_at, count() AS messages, sum(read_count) AS reads, sum(total) AS total
+FROM %[1]s
+WHERE (project_id, snapshot_at, version) IN (SELECT project_id, snapshot_at, max(version) FROM %[2]s GROUP BY project_id, snapshot_at)
+GROUP BY project_id, snapshot_at`, ch.ddl.table("message_read_snapshots"), ch.ddl.local("message_read_snapshots"))
 			brute := map[string]string{
-				"message_read_latest": messageReadLatest(ch.ddl),
-				"project_read_daily":  projectReadDaily(ch.ddl),
-				snapshotView: fmt.Sprintf(`SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, if(total = 0, 0, reads / total) AS read_rate
-FROM
-(
-    SELECT project_id, snapshot_at, count() AS messages, sum(read_count) AS reads, sum(total) AS total
-    FROM %[1]s
-    WHERE (project_id, snapshot_at, version) IN (SELECT project_id, snapshot_at, max(version) FROM %[4]s GROUP BY project_id, snapshot_at)
-    GROUP BY project_id, snapshot_at
-)
-ANY LEFT JOIN (SELECT id AS project_id, nft, name AS project_name%[2]s FROM %[3]s FINAL) USING (project_id)`,
-					// The IN reads each shard's own rows: a project's rows
-					// are all on one shard.
-					ch.ddl.table("message_read_snapshots"), ch.ddl.finalVersion(), ch.ddl.table("projects"), ch.ddl.local("message_read_snapshots")),
+				latestView:   messageReadLatestV1(ch.ddl),
+				dailyView:    projectReadDailyV1(ch.ddl),
+				snapshotView: "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(ch.ddl, writes),
 			}
 			for node := range c.Conns {
 				for _, r := range rollupTables() {

@@ -130,7 +130,22 @@ func (d ddl) createView(name, query string) string {
 	return fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s%s AS\n%s", d.table(name), d.onCluster(), query)
 }
 
-func quoteIdent(s string) string { return "`" + s + "`" }
+// replaceView drops the view v, if it exists, and creates it again: the
+// way to change a view's query that both tested servers have (18.16 has no
+// CREATE OR REPLACE VIEW). Readers see no view for the moment between.
+func (d ddl) replaceView(v view) []string {
+	return []string{
+		"DROP TABLE IF EXISTS " + d.table(v.name) + d.onCluster(),
+		fmt.Sprintf("CREATE VIEW %s%s AS\n%s", d.table(v.name), d.onCluster(), v.query),
+	}
+}
+
+// quoteIdent quotes a name for ClickHouse. Names come from configuration
+// (the database, the cluster), so a backtick or backslash in one is
+// escaped rather than ending the quotes.
+func quoteIdent(s string) string {
+	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
+}
 
 // quoteString quotes a string literal for ClickHouse.
 func quoteString(s string) string {

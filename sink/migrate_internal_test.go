@@ -240,8 +240,9 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 // statements kept in testdata rather than from this code.
 func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 	t.Helper()
+	ctx := sinktest.PreviousRelease(context.Background(), t, conn)
 	for _, stmt := range previousSchema(t, database) {
-		if err := conn.Exec(context.Background(), stmt); err != nil {
+		if err := conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}

@@ -120,7 +120,13 @@ func (d *DB) Count(t testing.TB, table string) uint64 {
 // every value formatted by ClickHouse so that floats compare exactly.
 func Lines(t testing.TB, conn driver.Conn, q string) []string {
 	t.Helper()
-	rows, err := conn.Query(context.Background(), q)
+	return LinesContext(context.Background(), t, conn, q)
+}
+
+// LinesContext is Lines with the settings and deadline of ctx.
+func LinesContext(ctx context.Context, t testing.TB, conn driver.Conn, q string) []string {
+	t.Helper()
+	rows, err := conn.Query(ctx, q)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, q)
 	}
@@ -137,4 +143,23 @@ func Lines(t testing.TB, conn driver.Conn, q string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// PreviousRelease returns ctx with the settings under which the server
+// takes the views of releases before the JOIN form of sink/views.go, as a
+// database set up by such a release on 18.16 has them after its server was
+// upgraded: joined_subquery_requires_alias = 0 where the server has that
+// setting (current releases refuse those views without it; 18.16 has no
+// such setting and needs none). Tests set up and read the previous
+// release's schema with it, never readsync's own.
+func PreviousRelease(ctx context.Context, t testing.TB, conn driver.Conn) context.Context {
+	t.Helper()
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.settings WHERE name = 'joined_subquery_requires_alias'").Scan(&n); err != nil {
+		t.Fatalf("read system.settings: %v", err)
+	}
+	if n == 0 {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"joined_subquery_requires_alias": 0}))
 }

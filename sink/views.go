@@ -1,0 +1,177 @@
+package sink
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The views users query. They follow rules both tested servers share:
+//
+//   - One JOIN per SELECT, hence the nesting: 18.16 allows no more.
+//   - Every joined subquery has an alias: current releases refuse one
+//     without (joined_subquery_requires_alias, on by default). anyLeftJoin
+//     is the one place that writes a JOIN.
+//   - An alias is never the name of a column the same SELECT reads: 18.16
+//     substitutes an alias wherever its name appears, so argMax(read_count,
+//     …) AS read_count would be cyclic there. Hence last_read_count and the
+//     rollups' own column names.
+//   - Columns are named, never *: over a JOIN … USING, 18.16 returns the
+//     right side's key columns too.
+//
+// The small lookup tables are read with FINAL; the snapshot history never
+// is.
+
+// Names of the views.
+const (
+	latestView = "message_read_latest"
+	dailyView  = "project_read_daily"
+	// snapshotView is the view of read rate per project at each snapshot.
+	snapshotView = "project_read_snapshots"
+)
+
+// anyLeftJoin returns the FROM clause that joins the subquery right to the
+// subquery left by the columns using: each row of left with the first
+// matching row of right, or defaults when none matches.
+func anyLeftJoin(left, right, using string) string {
+	return fmt.Sprintf("(\n%s\n) AS l\nANY LEFT JOIN\n(\n%s\n) AS r USING (%s)", indent(left), indent(right), using)
+}
+
+// indent indents every line of q by four spaces.
+func indent(q string) string {
+	return "    " + strings.ReplaceAll(q, "\n", "\n    ")
+}
+
+// withProject returns the FROM clause that adds the project's nft and name
+// to the rows of the subquery left, by project_id.
+func withProject(d ddl, left string) string {
+	right := fmt.Sprintf("SELECT id AS project_id, nft, name AS project_name%s\nFROM %s FINAL", d.finalVersion(), d.table(projectsTable.name))
+	return anyLeftJoin(left, right, "project_id")
+}
+
+// withSubject returns the FROM clause that adds each message's subject to
+// the rows of the subquery left, by project_id and message_id.
+func withSubject(d ddl, left string) string {
+	right := fmt.Sprintf("SELECT project_id, id AS message_id, subject%s\nFROM %s FINAL", d.finalVersion(), d.table(messagesTable.name))
+	return anyLeftJoin(left, right, "project_id, message_id")
+}
+
+// readRate is a view's read rate column: reads over total, 0 for none.
+const readRate = "if(total = 0, 0, reads / total) AS read_rate"
+
+// messageReadLatestV1 is the query of message_read_latest as migration 1
+// creates it: argMax over (snapshot_at, version) of the whole history.
+// Migration 2 replaces it with latestFromRollup.
+func messageReadLatestV1(d ddl) string {
+	latest := fmt.Sprintf(`SELECT
+    project_id,
+    message_id,
+    max(snapshot_at) AS last_snapshot_at,
+    argMax(read_count, (snapshot_at, version)) AS last_read_count,
+    argMax(total, (snapshot_at, version)) AS last_total,
+    argMax(percent, (snapshot_at, version)) AS last_percent
+FROM %s
+GROUP BY project_id, message_id`, d.table(snapshotsTable.name))
+	messages := "SELECT project_id, message_id, subject, last_snapshot_at, last_read_count, last_total, last_percent\nFROM " + withSubject(d, latest)
+	return `SELECT
+    project_id,
+    nft,
+    project_name,
+    message_id,
+    subject,
+    last_snapshot_at AS snapshot_at,
+    last_read_count AS read_count,
+    last_total AS total,
+    last_percent AS percent
+FROM ` + withProject(d, messages)
+}
+
+// projectReadDailyV1 is the query of project_read_daily as migration 1
+// creates it. A day is a UTC day whatever the server's time zone, like
+// snapshot_at itself. Each message counts with its last snapshot of the
+// day, so a project's line does not depend on how many passes ran that
+// day. Migration 2 replaces it with dailyFromRollup.
+func projectReadDailyV1(d ddl) string {
+	days := fmt.Sprintf(`SELECT day, project_id, count() AS messages, sum(day_read_count) AS reads, sum(day_total) AS total
+FROM
+(
+    SELECT
+        project_id,
+        message_id,
+        toDate(snapshot_at, 'UTC') AS day,
+        argMax(read_count, (snapshot_at, version)) AS day_read_count,
+        argMax(total, (snapshot_at, version)) AS day_total
+    FROM %s
+    GROUP BY project_id, message_id, day
+)
+GROUP BY day, project_id`, d.table(snapshotsTable.name))
+	return "SELECT day, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, days)
+}
+
+// view is a view's name and query.
+type view struct{ name, query string }
+
+// rollupViews returns the dashboard views over the rollups (see
+// rollups.go), as migration 2 creates them and migration 3 re-creates
+// them.
+func rollupViews(d ddl) []view {
+	return []view{
+		{latestView, latestFromRollup(d)},
+		{dailyView, dailyFromRollup(d)},
+		{snapshotView, snapshotsFromRollup(d)},
+	}
+}
+
+// latestFromRollup is message_read_latest over the latest rollup: each
+// message's row, decoded.
+func latestFromRollup(d ddl) string {
+	decoded := fmt.Sprintf(`SELECT
+    project_id,
+    message_id,
+    toDateTime(toUInt32(%s)) AS snapshot_at,
+    %s AS read_count,
+    %s AS total,
+    reinterpretAsFloat64(substring(message_row, %d)) AS percent
+FROM
+(
+    SELECT project_id, message_id, maxMerge(latest_row) AS message_row
+    FROM %s
+    GROUP BY project_id, message_id
+)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal), rowPercent, d.table(latestRollup))
+	messages := "SELECT project_id, message_id, subject, snapshot_at, read_count, total, percent\nFROM " + withSubject(d, decoded)
+	return "SELECT project_id, nft, project_name, message_id, subject, snapshot_at, read_count, total, percent\nFROM " + withProject(d, messages)
+}
+
+// dailyFromRollup is project_read_daily over the day rollup, which holds
+// each project day's values as a refresh computed them (see dayrefresh.go).
+func dailyFromRollup(d ddl) string {
+	days := fmt.Sprintf(`SELECT project_id, day, tupleElement(day_values, 1) AS messages, tupleElement(day_values, 2) AS reads,
+    tupleElement(day_values, 3) AS total
+FROM
+(
+    SELECT project_id, day, argMaxMerge(day_state) AS day_values
+    FROM %s
+    GROUP BY project_id, day
+)`, d.table(dayRollup))
+	return "SELECT day, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, days)
+}
+
+// snapshotsFromRollup is project_read_snapshots: a project's read rate at
+// a snapshot is that of its newest write for the snapshot, the highest
+// version.
+func snapshotsFromRollup(d ddl) string {
+	writes := fmt.Sprintf(`SELECT
+    project_id,
+    snapshot_at,
+    argMax(write_messages, version) AS messages,
+    argMax(write_reads, version) AS reads,
+    argMax(write_total, version) AS total
+FROM
+(
+    SELECT project_id, snapshot_at, version, sum(write_messages) AS write_messages,
+        sum(write_reads) AS write_reads, sum(write_total) AS write_total
+    FROM %s
+    GROUP BY project_id, snapshot_at, version
+)
+GROUP BY project_id, snapshot_at`, d.table(snapshotRollup))
+	return "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, writes)
+}
