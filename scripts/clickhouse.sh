@@ -2,9 +2,11 @@
 # A private, project-local ClickHouse server for tests and the demo: a current
 # release by default, or Debian's 18.16 (the oldest readsync supports).
 #
-# Usage: scripts/clickhouse.sh ensure|stop|status|query SQL
+# Usage: scripts/clickhouse.sh ensure|stop|status|lacks|query SQL
 #
 #   ensure      make a ClickHouse reachable; print ONLY its native DSN on stdout
+#   lacks       print what the tests must not expect of the server `ensure` gives
+#               (sinktest's capabilities, comma-separated; empty for none)
 #   stop        stop the private instance (if running); always exits 0
 #   status      say whether the private instance runs; exit 0 if it does, else 1
 #   query SQL   run SQL and print the result (non-zero exit + server error on failure)
@@ -227,8 +229,11 @@ query_external() {
 	user="${userinfo%%:*}"
 	pass=""
 	[[ "$userinfo" == *:* ]] && pass="${userinfo#*:}"
+	# Pretty* formats: colours only on a terminal, as http_query does.
+	local color=0
+	[[ -t 1 ]] && color=1
 	clickhouse-client --host "$host" --port "$port" --user "${user:-default}" \
-		--password "$pass" --database "${db:-default}" --query "$sql"
+		--password "$pass" --database "${db:-default}" --output_format_pretty_color="$color" --query "$sql"
 }
 
 cmd_query() {
@@ -240,13 +245,27 @@ cmd_query() {
 	http_query ClickHouse "$HTTP_PORT" "$1"
 }
 
+# cmd_lacks: the capabilities (see sink/sinktest) the server lacks. A server of
+# one's own is not known here: READSYNC_TEST_CLICKHOUSE_LACKS says.
+cmd_lacks() {
+	if [[ -n "${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]]; then
+		echo "${READSYNC_TEST_CLICKHOUSE_LACKS:-}"
+	elif [[ "$RELEASE" == current ]]; then
+		# chDB's build aborts on a failed native login.
+		echo survives-failed-login
+	else
+		echo
+	fi
+}
+
 case "${1:-}" in
 ensure) cmd_ensure ;;
+lacks) cmd_lacks ;;
 stop) cmd_stop ;;
 status) cmd_status ;;
 query) shift; cmd_query "$@" ;;
 *)
-	echo "usage: $0 ensure|stop|status|query SQL" >&2
+	echo "usage: $0 ensure|stop|status|lacks|query SQL" >&2
 	exit 2
 	;;
 esac

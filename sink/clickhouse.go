@@ -23,8 +23,12 @@ type ClickHouse struct {
 	password string
 	log      *slog.Logger
 
-	schemaMu sync.Mutex
-	migrated bool
+	schemaMu   sync.Mutex
+	migrated   bool
+	migrateErr error // why the last Migrate failed; nil once one succeeds
+
+	serverMu sync.Mutex
+	server   *Server // nil until the server first answers
 
 	observe func(table string, rows int, d time.Duration, err error)
 }
@@ -125,16 +129,16 @@ func (c *ClickHouse) Close() error { return c.conn.Close() }
 // Database is the database the tables live in.
 func (c *ClickHouse) Database() string { return c.ddl.db }
 
-// Ping checks that the server answers and returns its version.
+// Ping checks that the server answers now and returns its release.
 func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 	if err := c.conn.Ping(ctx); err != nil {
 		return "", c.redact(fmt.Errorf("ping ClickHouse: %w", err))
 	}
-	v, err := c.conn.ServerVersion()
+	s, err := c.Server(ctx)
 	if err != nil {
-		return "", c.redact(fmt.Errorf("ClickHouse server version: %w", err))
+		return "", err
 	}
-	return fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch), nil
+	return s.Release, nil
 }
 
 // Migrate applies the migrations the database has not had yet, in order,
@@ -146,11 +150,24 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	if err := c.migrate(ctx, migrations()); err != nil {
-		return c.redact(err)
+	if _, err := c.Server(ctx); err != nil {
+		c.migrateErr = err
+		return err
 	}
-	c.migrated = true
+	if err := c.migrate(ctx, migrations()); err != nil {
+		c.migrateErr = c.redact(err)
+		return c.migrateErr
+	}
+	c.migrated, c.migrateErr = true, nil
 	return nil
+}
+
+// MigrateErr is why the last Migrate failed, or nil: whether the server
+// did not answer or refused (see Refused), for a readiness probe to say.
+func (c *ClickHouse) MigrateErr() error {
+	c.schemaMu.Lock()
+	defer c.schemaMu.Unlock()
+	return c.migrateErr
 }
 
 // SchemaVersion reads which migrations the database has had and which are

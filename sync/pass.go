@@ -239,7 +239,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 		NFTOK:      uint64(len(names) - len(w.failed)),
 		Messages:   uint64(w.snapshots),
 	}
-	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled)
+	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled, st.spoolCause)
 	logCutOff(ctx, w.failed, snapshotAt, log)
 	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
 		"rows", rep.Rows, "rows_spooled", rep.Spooled, "duration_ms", time.Since(started).Milliseconds())
@@ -372,10 +372,13 @@ func logCutOff(ctx context.Context, failed []NameError, snapshotAt time.Time, lo
 // failed or rows had to be spooled, an error text that says so, naming the
 // first few failed names. Names the end of the pass cut off share one
 // cause, which is given once.
-func status(total int, failed []NameError, spooledRows int) (string, string) {
+func status(total int, failed []NameError, spooledRows int, spoolCause error) (string, string) {
 	note := ""
 	if spooledRows > 0 {
 		note = fmt.Sprintf("%d rows spooled after database write failures", spooledRows)
+		if fix, refused := sink.Refused(spoolCause); refused {
+			note = fmt.Sprintf("%d rows spooled: ClickHouse refused them: %v; to fix: %s", spooledRows, spoolCause, fix)
+		}
 	}
 	if len(failed) == 0 {
 		return StatusOK, note

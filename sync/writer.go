@@ -43,6 +43,9 @@ type store struct {
 	// success: while the database is known to be down, each write gets one
 	// attempt, so an outage does not slow the pass by a backoff per batch.
 	down bool
+	// spoolCause is why the first rows of the pass were spooled, for its
+	// run record.
+	spoolCause error
 }
 
 // outcome says where rows went.
@@ -67,8 +70,7 @@ func (s *store) write(ctx context.Context, b *sink.Batch) (outcome, error) {
 	if serr := s.spool.PutBatch(b); serr != nil {
 		return lost, fmt.Errorf("write rows: %w; and %w", err, serr)
 	}
-	s.log.Warn("rows spooled: the database did not take them", "rows", b.Len(), "err", err)
-	s.down = true
+	s.spooled(err, "rows spooled: the database did not take them", "rows", b.Len())
 	return spooled, nil
 }
 
@@ -84,9 +86,23 @@ func (s *store) recordRun(ctx context.Context, r sink.Run) (outcome, error) {
 	if serr := s.spool.PutRun(r); serr != nil {
 		return lost, fmt.Errorf("%w; and %w", err, serr)
 	}
-	s.log.Warn("run record spooled: the database did not take it", "err", err)
-	s.down = true
+	s.spooled(err, "run record spooled: the database did not take it")
 	return spooled, nil
+}
+
+// spooled says why something went to the spool: at error level when the
+// database refused it (an operator must act; see sink.Refused), else as a
+// warning (it will answer again).
+func (s *store) spooled(err error, msg string, attrs ...any) {
+	if s.spoolCause == nil {
+		s.spoolCause = err
+	}
+	s.down = true
+	if fix, refused := sink.Refused(err); refused {
+		s.log.Error(msg+"; ClickHouse refused them", append(attrs, "err", err, "fix", fix)...)
+		return
+	}
+	s.log.Warn(msg, append(attrs, "err", err)...)
 }
 
 // try runs op until it succeeds or the attempts are spent. Rows fetched
@@ -110,6 +126,10 @@ func (s *store) try(ctx context.Context, op func(context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, writeTimeout)
 		defer cancel()
 		last = op(actx)
+		if _, refused := sink.Refused(last); refused {
+			// The same statement meets the same answer: to the spool now.
+			return struct{}{}, backoff.Permanent(last)
+		}
 		return struct{}{}, last
 	}, backoff.WithBackOff(b), backoff.WithMaxTries(uint(attempts)), backoff.WithMaxElapsedTime(0),
 		backoff.WithNotify(func(err error, wait time.Duration) {

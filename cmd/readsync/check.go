@@ -55,7 +55,7 @@ func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 		return code
 	}
 	if err := a.checkClickHouse(ctx); err != nil {
-		fmt.Fprintf(a.stdout, "clickhouse: FAILED: %v\n", err)
+		fmt.Fprintf(a.stdout, "clickhouse: FAILED: %s\n", describeDBError(err))
 		code = exitFailed
 	}
 	return code
@@ -89,7 +89,9 @@ func (a *app) checkAPI(ctx context.Context, nft string) error {
 }
 
 func (a *app) checkClickHouse(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	// Trying pending migrations creates and drops a scratch database: on
+	// a cluster, ON CLUSTER statements that wait for every host.
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	// Connect without migrating: a check must not change the database.
 	ch, err := a.openClickHouse(ctx)
@@ -113,8 +115,20 @@ func (a *app) checkClickHouse(ctx context.Context) error {
 	case sv.Applied > sv.Latest:
 		schema = fmt.Sprintf("schema version %d, newer than this readsync's %d: a later release migrated it", sv.Applied, sv.Latest)
 	case !sv.Current():
-		schema = fmt.Sprintf("schema version %d, pending: %s; readsync --migrate or the daemon applies them",
+		// Whether they will apply is known only by applying them: the
+		// server's dialect and the user's rights decide. A scratch
+		// database takes them instead of the real one.
+		if err := ch.TryMigrations(ctx); err != nil {
+			return fmt.Errorf("server %s: pending migrations cannot apply: %w", v, err)
+		}
+		schema = fmt.Sprintf("schema version %d, pending: %s; this server takes them (tried in a scratch database); readsync --migrate or the daemon applies them",
 			sv.Applied, strings.Join(sv.Pending, ", "))
+	default:
+		// A view an earlier release created may be one this server no
+		// longer accepts (after an upgrade of ClickHouse).
+		if err := ch.CheckViews(ctx); err != nil {
+			return fmt.Errorf("server %s: %w", v, err)
+		}
 	}
 	fmt.Fprintf(a.stdout, "clickhouse: ok (server %s, database %q, %s)\n", v, ch.Database(), schema)
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -131,19 +132,28 @@ func (a *app) flushLoop(ctx context.Context, st stores) {
 			return
 		case <-t.C:
 		}
-		if !st.ch.Migrated() && st.ch.Migrate(ctx) == nil {
-			a.log.Info("ClickHouse answers again; tables ready")
+		if !st.ch.Migrated() && a.applyMigrations(ctx, st.ch) {
+			a.log.Info("ClickHouse takes writes again; tables ready")
 		}
 	}
 }
 
 // readiness reports what keeps the daemon from writing: migrations not
-// run yet (ClickHouse has not answered since start) or ClickHouse not
-// answering now. Passes go on either way, into the spool.
+// applied (ClickHouse has not answered since start, or refused them), the
+// last write refused, or ClickHouse not answering now. Passes go on
+// whatever it says, into the spool.
 func (a *app) readiness(st stores) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !st.ch.Migrated() {
+			if err := st.ch.MigrateErr(); err != nil {
+				if _, refused := sink.Refused(err); refused {
+					return fmt.Errorf("migrations not applied, rows go to the spool: %s", describeDBError(err))
+				}
+			}
 			return errors.New("ClickHouse has not answered since start: migrations not run, rows go to the spool")
+		}
+		if d := a.metrics.delivery.state(); d.state == deliveryRefused {
+			return fmt.Errorf("the last write was refused, rows go to the spool: %s", describeDBError(d.err))
 		}
 		if _, err := st.ch.Ping(ctx); err != nil {
 			return fmt.Errorf("ClickHouse does not answer, rows go to the spool: %w", err)

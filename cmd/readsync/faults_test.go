@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 // lockedBuffer is a log destination shared by a running daemon and the
@@ -336,6 +337,7 @@ func TestShutdownSpoolsWhatWasFetched(t *testing.T) {
 // No secret reaches anything readsync prints or writes, at debug level,
 // under upstream faults and with the database refusing the password.
 func TestSecretsNeverLeak(t *testing.T) {
+	sinktest.Require(t, sinktest.SurvivesFailedLogin)
 	const dbPassword = "db-pa55-0f-the-test"
 	projects := apitest.Generate(3, 2, 8)
 	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),

@@ -195,10 +195,25 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	// unreachable server fails within the DSN's dial timeout instead.
 	mctx, cancel := context.WithTimeout(ctx, time.Hour)
 	defer cancel()
-	if err := ch.Migrate(mctx); err != nil {
+	a.applyMigrations(mctx, ch)
+	return stores{ch: ch, spool: sp}, nil
+}
+
+// applyMigrations applies pending migrations, and says what stands in the way when
+// it cannot: a server that does not answer, or one that refuses. Either
+// way rows go to the spool until a later attempt succeeds.
+func (a *app) applyMigrations(ctx context.Context, ch *sink.ClickHouse) bool {
+	err := ch.Migrate(ctx)
+	a.metrics.delivery.observe(err)
+	if err == nil {
+		return true
+	}
+	if fix, refused := sink.Refused(err); refused {
+		a.log.Error("ClickHouse refused a migration; rows will be spooled until that is fixed", "err", err, "fix", fix)
+	} else {
 		a.log.Warn("ClickHouse unavailable; rows will be spooled until it answers", "err", err)
 	}
-	return stores{ch: ch, spool: sp}, nil
+	return false
 }
 
 // flushSpool replays spooled entries into ClickHouse. A failure is logged

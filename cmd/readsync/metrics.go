@@ -26,6 +26,10 @@ type metrics struct {
 	rowsWritten  *prometheus.CounterVec
 	inserts      *prometheus.CounterVec
 	rowsSpooled  prometheus.Counter
+
+	// delivery is how writes to ClickHouse fare, fed by observeInsert and
+	// by the process's migrations.
+	delivery delivery
 }
 
 func newMetrics() *metrics {
@@ -75,9 +79,30 @@ func newMetrics() *metrics {
 		Help: "Always 1; the labels say which build is running.",
 	}, []string{"version", "commit", "goversion"})
 	build.WithLabelValues(version, commit, runtime.Version()).Set(1)
+	deliveredAt := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "readsync_last_delivery_timestamp_seconds",
+		Help: "Unix time at which rows last reached ClickHouse (an INSERT it confirmed, spool replays included); 0 for never since start.",
+	}, func() float64 {
+		if at := m.delivery.state().at; !at.IsZero() {
+			return float64(at.Unix())
+		}
+		return 0
+	})
 	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
-		m.rowsWritten, m.inserts, m.rowsSpooled, build,
+		m.rowsWritten, m.inserts, m.rowsSpooled, build, deliveredAt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, state := range []string{deliveryOK, deliveryRefused, deliveryUnavailable} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "readsync_delivery_state",
+			Help:        "1 for how the last write to ClickHouse (an INSERT or a migration) ended: ok, refused (the server answered and will not take it) or unavailable (no answer); all 0 before the first.",
+			ConstLabels: prometheus.Labels{"state": state},
+		}, func() float64 {
+			if m.delivery.state().state == state {
+				return 1
+			}
+			return 0
+		}))
+	}
 	return m
 }
 
@@ -89,6 +114,7 @@ func (m *metrics) observeRequest(op, outcome string, d time.Duration) {
 
 // observeInsert is the ClickHouse sink's hook.
 func (m *metrics) observeInsert(table string, rows int, _ time.Duration, err error) {
+	m.delivery.observe(err)
 	if err != nil {
 		m.inserts.WithLabelValues(table, "error").Inc()
 		return

@@ -24,7 +24,7 @@ func (a *app) migrate(ctx context.Context) int {
 	}
 	defer ch.Close()
 	if err := ch.Migrate(ctx); err != nil {
-		fmt.Fprintf(a.stderr, "readsync: migrate: %v\n", err)
+		fmt.Fprintf(a.stderr, "readsync: migrate: %s\n", describeDBError(err))
 		return exitFailed
 	}
 	v, err := ch.SchemaVersion(ctx)

@@ -13,7 +13,7 @@ import (
 func TestMigrateFlag(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, `schema version 0, pending: 1 "create tables and views", 2 "dashboard rollups"; readsync --migrate`) {
+	if code != exitOK || !strings.Contains(stdout, `schema version 0, pending: 1 "create tables and views", 2 "dashboard rollups", 3 "views in the form current releases accept"; this server takes them (tried in a scratch database); readsync --migrate`) {
 		t.Fatalf("--check on an empty server: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	var dbs uint64
@@ -23,7 +23,7 @@ func TestMigrateFlag(t *testing.T) {
 	}
 
 	code, stdout, stderr = f.run(t, "--migrate")
-	if code != exitOK || !strings.Contains(stdout, "at schema version 2, current") {
+	if code != exitOK || !strings.Contains(stdout, "at schema version 3, current") {
 		t.Fatalf("--migrate: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	if !strings.Contains(stderr, `"msg":"migration applied","migration":1`) {
@@ -37,7 +37,7 @@ func TestMigrateFlag(t *testing.T) {
 		t.Errorf("%d tables and views after --migrate, want 16", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, "schema version 2, current") {
+	if code != exitOK || !strings.Contains(stdout, "schema version 3, current") {
 		t.Errorf("--check after --migrate: exit %d:\n%s", code, stdout)
 	}
 	// A later release migrated the database further: said, not an error.
@@ -46,7 +46,7 @@ func TestMigrateFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, stdout, _ = f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, "schema version 99, newer than this readsync's 2") {
+	if code != exitOK || !strings.Contains(stdout, "schema version 99, newer than this readsync's 3") {
 		t.Errorf("--check on a newer schema: exit %d:\n%s", code, stdout)
 	}
 }
@@ -56,7 +56,8 @@ func TestMigrateFlagFails(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"})
 	f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.DSN + "?readonly=2" // the server refuses DDL
 	code, _, stderr := f.run(t, "--migrate")
-	if code != exitFailed || !strings.Contains(stderr, `readsync: migrate: migration 1 "create tables and views": `) {
+	if code != exitFailed || !strings.Contains(stderr, `readsync: migrate: ClickHouse refused: migration 1 "create tables and views": `) ||
+		!strings.Contains(stderr, "to fix: the ClickHouse user of READSYNC_CLICKHOUSE_DSN lacks a right") {
 		t.Errorf("--migrate without DDL rights: exit %d:\n%s", code, stderr)
 	}
 }

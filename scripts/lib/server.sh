@@ -201,8 +201,9 @@ write_server_config() {
 	EOF
 }
 
-# write_users_config DIR: write DIR/users.xml with one user, default, without a
-# password. The settings of its profile come on stdin.
+# write_users_config DIR: write DIR/users.xml with two users without a password:
+# default, whose profile's settings come on stdin, and readsync_reader, whose
+# profile is read-only (no DDL, no INSERT): the tests' user without DDL rights.
 write_users_config() {
 	local dir="$1" settings
 	settings="$(cat)"
@@ -214,6 +215,9 @@ write_users_config() {
 		    <profiles>
 		        <default>
 		${settings}        </default>
+		        <reader>
+		            <readonly>1</readonly>
+		        </reader>
 		    </profiles>
 		    <users>
 		        <default>
@@ -225,6 +229,15 @@ write_users_config() {
 		            <profile>default</profile>
 		            <quota>default</quota>
 		        </default>
+		        <readsync_reader>
+		            <password></password>
+		            <networks>
+		                <ip>::/0</ip>
+		                <ip>127.0.0.1</ip>
+		            </networks>
+		            <profile>reader</profile>
+		            <quota>default</quota>
+		        </readsync_reader>
 		    </users>
 		    <quotas>
 		        <default/>

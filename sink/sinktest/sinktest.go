@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,54 @@ import (
 
 // EnvDSN names the variable holding the test server's DSN.
 const EnvDSN = "READSYNC_TEST_CLICKHOUSE_DSN"
+
+// EnvLacks names the variable that lists, comma-separated, the
+// Capabilities the test server lacks. The script that starts a server
+// knows its build; `make test` passes what it says on.
+const EnvLacks = "READSYNC_TEST_CLICKHOUSE_LACKS"
+
+// EnvReader names the variable holding the name of a user of the test
+// server, without a password, whose profile is read-only: no DDL, no
+// INSERT. The scripts that start a server create readsync_reader.
+const EnvReader = "READSYNC_TEST_CLICKHOUSE_READER"
+
+// ReaderDSN returns the DSN of the database d for the user of EnvReader,
+// skipping the test when the variable is unset, or failing it under
+// READSYNC_REQUIRE_CLICKHOUSE_READER=1 (as `make test` sets for the
+// servers its scripts start). The user is never guessed: a login the
+// server refuses would take the current release's test build down.
+func (d *DB) ReaderDSN(t testing.TB) string {
+	t.Helper()
+	user := baseFromEnv(t, EnvReader, "READSYNC_REQUIRE_CLICKHOUSE_READER", "ClickHouse with a read-only user")
+	u, err := url.Parse(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(user)
+	return u.String()
+}
+
+// Capability is something a test needs of the test server beyond what
+// readsync needs of every server it supports.
+type Capability string
+
+// SurvivesFailedLogin: the server answers a wrong password with an error
+// and goes on serving. The chDB build of ClickHouse 26.7 that `make test`
+// runs as its current release aborts the whole process instead, so a test
+// that logs in with a wrong password would take it down for every other
+// test.
+const SurvivesFailedLogin Capability = "survives-failed-login"
+
+// Require skips t when the test server lacks c, as EnvLacks says. It is
+// the one place a test is skipped for what a server cannot do.
+func Require(t testing.TB, c Capability) {
+	t.Helper()
+	for _, lack := range strings.Split(os.Getenv(EnvLacks), ",") {
+		if Capability(strings.TrimSpace(lack)) == c {
+			t.Skipf("the test server lacks %s (%s)", c, EnvLacks)
+		}
+	}
+}
 
 // DB is a database created for one test and dropped when it ends.
 type DB struct {
