@@ -308,6 +308,9 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	}
 	// The DSN holds a password: its errors describe it without quoting it.
 	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
+	if err == nil {
+		err = dsn.CheckAddrs()
+	}
 	if err != nil {
 		p.add(fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err))
 		return

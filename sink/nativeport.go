@@ -93,3 +93,15 @@ func nativeHello(auth clickhouse.Auth) []byte {
 	b = str(b, auth.Username)
 	return str(b, auth.Password)
 }
+
+// CheckAddrs reports an address of the DSN without a port (or with port
+// 0). The driver would only find out by failing every connection, and a
+// daemon would spool its rows until someone looked.
+func (d DSN) CheckAddrs() error {
+	for _, addr := range d.opts.Addr {
+		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" || port == "0" {
+			return fmt.Errorf("address %q has no port: want host and native port, such as clickhouse://user:password@host:9000/database", addr)
+		}
+	}
+	return nil
+}
