@@ -150,18 +150,19 @@ func (e NameError) Error() string { return fmt.Sprintf("nft %q: %v", e.NFT, e.Er
 func (e NameError) Unwrap() error { return e.Err }
 
 // CutOff reports whether the name failed because its pass ended (its
-// deadline, or shutdown) before the name was done, rather than for a
-// reason of its own.
+// deadline, or shutdown) or stopped asking an unavailable upstream (an
+// OutageError) before the name was done, rather than for a reason of its
+// own.
 func (e NameError) CutOff() bool {
 	var c *cutOffError
 	return errors.As(e.Err, &c)
 }
 
-// cutOffError is the failure of a name that the end of its pass cut off.
-// It says why the pass ended, the cause its context was ended with (see
-// context.WithDeadlineCause), rather than what that did to the name's
-// request, which would read as a fault of the upstream ("no complete
-// response within the request timeout").
+// cutOffError is the failure of a name that the end of its pass, or its
+// Breaker, cut off. It says why the pass stopped, the cause its context was
+// ended with (see context.WithDeadlineCause), rather than what that did to
+// the name's request, which would read as a fault of the name ("no
+// complete response within the request timeout").
 type cutOffError struct{ cause error }
 
 func (e *cutOffError) Error() string {
