@@ -20,10 +20,12 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Paths of the two operations, relative to the base URL.
+// Paths of the two operations, relative to the base URL, and the root
+// they share.
 const (
-	DetailsPath = "/platform/api/v1/projects/externalDetail"
-	ListPath    = "/platform/api/v1/messages/list"
+	APIRoot     = "/platform/api/v1"
+	DetailsPath = APIRoot + "/projects/externalDetail"
+	ListPath    = APIRoot + "/messages/list"
 )
 
 // DefaultMaxResponseBytes bounds a response body when Config leaves it zero.
@@ -103,7 +105,7 @@ type Client struct {
 func New(cfg Config) (*Client, error) {
 	base, err := ParseBaseURL(cfg.BaseURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("base URL %q: %w", redactURL(cfg.BaseURL), err)
 	}
 	if cfg.ClientID == "" {
 		return nil, errors.New("client id is empty")
@@ -157,25 +159,56 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// ParseBaseURL checks that s is an absolute http or https URL with a host and
-// no query or fragment, and returns it without a trailing slash.
+// ExampleBaseURL is the form ParseBaseURL wants, for messages that show it.
+const ExampleBaseURL = "https://api.example.com"
+
+// ParseBaseURL checks that s is an absolute http or https URL of a scheme
+// and a host (and port) only, and returns it without a trailing slash. A
+// path is refused rather than kept: the operations' paths, with their
+// version, are added to it, so a base URL that copies them from the spec
+// (https://host/platform/api/v1) would make every request a 404.
+// Errors do not quote s, which the caller names; they say what is wrong and
+// end with the form wanted.
 func ParseBaseURL(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("base URL %q: %w", s, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats s
+		}
+		return nil, baseURLError(err.Error())
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("base URL %q: scheme must be http or https", s)
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, baseURLError(fmt.Sprintf("the scheme is %q, not http or https", u.Scheme))
+	case u.Host == "":
+		return nil, baseURLError("it has no host")
+	case u.User != nil:
+		// Not quoted: user info may hold a password.
+		return nil, baseURLError("it has user info; the API's credentials are the client id and secret")
+	case trimSlash(u.Path) != "":
+		return nil, baseURLError(fmt.Sprintf("it has the path %q; the API's paths (%s/…) are added to it",
+			u.Path, APIRoot))
+	case u.RawQuery != "" || u.ForceQuery:
+		return nil, baseURLError(fmt.Sprintf("it has the query %q", u.RawQuery))
+	case u.Fragment != "":
+		return nil, baseURLError(fmt.Sprintf("it has the fragment %q", u.Fragment))
 	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("base URL %q: no host", s)
-	}
-	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("base URL %q: must not carry user info, a query or a fragment", s)
-	}
-	u.Path = trimSlash(u.Path)
-	u.RawPath = ""
+	u.Path, u.RawPath = "", ""
 	return u, nil
+}
+
+// baseURLError is a base URL problem followed by the form wanted.
+func baseURLError(problem string) error {
+	return fmt.Errorf("%s: want scheme and host only, such as %s", problem, ExampleBaseURL)
+}
+
+// redactURL is s with any password in it replaced, for an error message.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 func trimSlash(p string) string {
@@ -213,6 +246,9 @@ func (c *Client) ProjectDetails(ctx context.Context, nft string) (Project, error
 		})
 	}, "nft", nft, "url", u)
 	if err != nil {
+		if errors.As(err, new(*EnvelopeError)) {
+			err = fmt.Errorf("%w; %w", err, ErrNotRegistered)
+		}
 		return Project{}, fmt.Errorf("project details of nft %q: %w", nft, err)
 	}
 	return p, nil

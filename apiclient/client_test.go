@@ -90,20 +90,22 @@ func TestFailuresNameTheirCause(t *testing.T) {
 		mod     func(*apiclient.Config)
 		want    string
 		wantErr any
+		// unavailable: the failure says the upstream as a whole did not answer.
+		unavailable bool
 	}{
-		{name: "5xx with html", fault: ptr(apitest.StatusFault(502, "<html><body>\n<h1>Bad Gateway</h1></body></html>")), want: "HTTP 502 Bad Gateway: <html><body> <h1>Bad Gateway</h1></body></html>", wantErr: new(*apiclient.StatusError)},
-		{name: "429", fault: ptr(apitest.RateLimited("7")), want: "HTTP 429 Too Many Requests", wantErr: new(*apiclient.StatusError)},
+		{name: "5xx with html", fault: ptr(apitest.StatusFault(502, "<html><body>\n<h1>Bad Gateway</h1></body></html>")), want: "HTTP 502 Bad Gateway: <html><body> <h1>Bad Gateway</h1></body></html>", wantErr: new(*apiclient.StatusError), unavailable: true},
+		{name: "429", fault: ptr(apitest.RateLimited("7")), want: "HTTP 429 Too Many Requests", wantErr: new(*apiclient.StatusError), unavailable: true},
 		{name: "failure envelope", fault: ptr(apitest.FailureEnvelope()), want: `upstream reported failure (code 0, success false, msg "Process failed")`, wantErr: new(*apiclient.EnvelopeError)},
 		{name: "failure envelope on list", fault: ptr(apitest.FailureEnvelope()), list: true, want: "messages of project 7: upstream reported failure", wantErr: new(*apiclient.EnvelopeError)},
 		{name: "invalid json", fault: ptr(apitest.InvalidJSON()), want: "invalid JSON"},
 		{name: "truncated list", fault: ptr(apitest.Truncated(30)), list: true, want: "unexpected EOF"},
 		{name: "slow", fault: ptr(apitest.Slow(5 * time.Second)), mod: func(c *apiclient.Config) { c.RequestTimeout = 200 * time.Millisecond },
-			want: "no complete response within the request timeout of 200ms"},
+			want: "no complete response within the request timeout of 200ms", unavailable: true},
 		{name: "too large", list: true, mod: func(c *apiclient.Config) { c.MaxResponseBytes = 40 }, want: "response body exceeds the size limit of 40 bytes"},
 		{name: "reset", fault: ptr(apitest.ConnReset()), mod: func(c *apiclient.Config) {
 			c.HTTPClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		}, want: `project details of nft "p.eth": read tcp `},
-		{name: "refused", mod: func(c *apiclient.Config) { c.BaseURL = closedURL(t) }, want: `project details of nft "p.eth": dial tcp `},
+		}, want: `project details of nft "p.eth": read tcp `, unavailable: true},
+		{name: "refused", mod: func(c *apiclient.Config) { c.BaseURL = closedURL(t) }, want: `project details of nft "p.eth": dial tcp `, unavailable: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +135,9 @@ func TestFailuresNameTheirCause(t *testing.T) {
 			}
 			if tt.wantErr != nil && !errors.As(err, tt.wantErr) {
 				t.Errorf("error %v is not a %T", err, tt.wantErr)
+			}
+			if got := apiclient.Unavailable(err); got != tt.unavailable {
+				t.Errorf("Unavailable(%v) = %t, want %t", err, got, tt.unavailable)
 			}
 		})
 	}
@@ -216,16 +221,17 @@ func TestRedirectsWithinTheOriginAreFollowed(t *testing.T) {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if old, ok := strings.CutPrefix(r.URL.Path, "/old"); ok {
-			u := *r.URL
-			u.Path = old
-			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+		if moved, ok := strings.CutPrefix(r.URL.Path, "/moved"); ok {
+			r.URL.Path = moved
+			proxy.ServeHTTP(w, r)
 			return
 		}
-		proxy.ServeHTTP(w, r)
+		u := *r.URL
+		u.Path = "/moved" + u.Path
+		http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 	}))
 	t.Cleanup(srv.Close)
-	c, err := apiclient.New(apiclient.Config{BaseURL: srv.URL + "/old", ClientID: "1001", ClientSecret: secret})
+	c, err := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: "1001", ClientSecret: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,6 +246,67 @@ func closedURL(t *testing.T) string {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	srv.Close()
 	return srv.URL
+}
+
+// A failure envelope in answer to project details says what it most likely
+// means; the same envelope for a list, whose project was just found, does
+// not.
+func TestUnknownNameSaysSo(t *testing.T) {
+	srv := newServer(t, apitest.WithProjects(apitest.Project{ID: 7, NFT: "p.eth"}), apitest.WithListFault(7, apitest.FailureEnvelope()))
+	c := newClient(t, srv, func(c *apiclient.Config) { c.MaxRetries = 4; c.RetryBackoff = time.Millisecond })
+	_, err := c.ProjectDetails(context.Background(), "nobody.eth")
+	want := `project details of nft "nobody.eth": after 2 attempts: upstream reported failure (code 0, success false, msg "Process failed"); ` +
+		`the nft name may not be registered: the API answers so for a name it does not know, and gives no other sign`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error\n %v\nwant\n %s", err, want)
+	}
+	if !errors.Is(err, apiclient.ErrNotRegistered) || apiclient.Unavailable(err) {
+		t.Errorf("errors.Is(err, ErrNotRegistered) = %t, Unavailable = %t; want true, false",
+			errors.Is(err, apiclient.ErrNotRegistered), apiclient.Unavailable(err))
+	}
+	err = c.ListMessages(context.Background(), 7, func(apiclient.Message) error { return nil }, nil)
+	if err == nil || errors.Is(err, apiclient.ErrNotRegistered) {
+		t.Errorf("list failure %v: want an error that does not blame the name", err)
+	}
+}
+
+// A base URL is a scheme and a host: each other part is refused with a
+// message that says which, and what is wanted.
+func TestParseBaseURL(t *testing.T) {
+	const form = ": want scheme and host only, such as https://api.example.com"
+	tests := []struct{ in, want string }{
+		{"https://api.example.com", "https://api.example.com"},
+		{"https://api.example.com/", "https://api.example.com"},
+		{"http://127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"https://host/platform/api/v1", `it has the path "/platform/api/v1"; the API's paths (/platform/api/v1/…) are added to it` + form},
+		{"https://host/api/", `it has the path "/api/"; the API's paths (/platform/api/v1/…) are added to it` + form},
+		{"https://host?debug=1", `it has the query "debug=1"` + form},
+		{"https://host/?", `it has the query ""` + form},
+		{"https://host#top", `it has the fragment "top"` + form},
+		{"https://user:pw@host", `it has user info; the API's credentials are the client id and secret` + form},
+		{"api.example.com", `the scheme is "", not http or https` + form},
+		{"ftp://host", `the scheme is "ftp", not http or https` + form},
+		{"https://", `it has no host` + form},
+		{"http://[::1", `missing ']' in host` + form},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			u, err := apiclient.ParseBaseURL(tt.in)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				got = u.String()
+			}
+			if got != tt.want {
+				t.Errorf("ParseBaseURL(%q)\n got %s\nwant %s", tt.in, got, tt.want)
+			}
+		})
+	}
+	_, err := apiclient.New(apiclient.Config{BaseURL: "https://user:pw@host/x", ClientID: "1", ClientSecret: "s"})
+	if err == nil || strings.Contains(err.Error(), "pw") || !strings.HasPrefix(err.Error(), `base URL "https://user:xxxxx@host/x": `) {
+		t.Errorf("New with user info: %v; want the URL quoted without its password", err)
+	}
 }
 
 func TestNewValidates(t *testing.T) {

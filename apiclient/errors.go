@@ -1,6 +1,7 @@
 package apiclient
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,4 +79,28 @@ func (e *EnvelopeError) Error() string {
 		code = "missing"
 	}
 	return fmt.Sprintf("upstream reported failure (code %s, success %t, msg %q)", code, e.Success, e.Msg)
+}
+
+// ErrNotRegistered is in the chain of a project-details error whose
+// response was the failure envelope. The spec gives the API no other way to
+// say that no project is bound to an nft name, so a misspelt or unregistered
+// name fails this way, though passing trouble may too (which is why the
+// envelope is retried once).
+var ErrNotRegistered = errors.New("the nft name may not be registered: the API answers so for a name it does not know, and gives no other sign")
+
+// Unavailable reports whether err, a request's error after its retries,
+// says that the upstream as a whole did not answer rather than anything
+// about what was asked: the connection was refused or reset or the host
+// not found, no complete response came within the request timeout, or the
+// answer was HTTP 5xx or 429. A failure envelope, another 4xx, a malformed
+// or oversized body, a refused redirect or a cancelled request is not.
+func Unavailable(err error) bool {
+	if err == nil || errors.Is(err, errCrossOrigin) {
+		return false
+	}
+	switch outcome(err) {
+	case "network", "timeout", "http_5xx", "http_429":
+		return true
+	}
+	return false
 }

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strconv"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -74,6 +72,9 @@ type Config struct {
 	// Location is the zone the API's create_at times are written in.
 	Location *time.Location
 	Logger   *slog.Logger
+	// ObserveBreaker, when set, is told when a pass's breaker trips (true)
+	// and when a pass's first name succeeds (false); see Breaker.
+	ObserveBreaker func(open bool)
 	// Now returns the current time; nil means time.Now.
 	Now func() time.Time
 }
@@ -149,18 +150,19 @@ func (e NameError) Error() string { return fmt.Sprintf("nft %q: %v", e.NFT, e.Er
 func (e NameError) Unwrap() error { return e.Err }
 
 // CutOff reports whether the name failed because its pass ended (its
-// deadline, or shutdown) before the name was done, rather than for a
-// reason of its own.
+// deadline, or shutdown) or stopped asking an unavailable upstream (an
+// OutageError) before the name was done, rather than for a reason of its
+// own.
 func (e NameError) CutOff() bool {
 	var c *cutOffError
 	return errors.As(e.Err, &c)
 }
 
-// cutOffError is the failure of a name that the end of its pass cut off.
-// It says why the pass ended, the cause its context was ended with (see
-// context.WithDeadlineCause), rather than what that did to the name's
-// request, which would read as a fault of the upstream ("no complete
-// response within the request timeout").
+// cutOffError is the failure of a name that the end of its pass, or its
+// Breaker, cut off. It says why the pass stopped, the cause its context was
+// ended with (see context.WithDeadlineCause), rather than what that did to
+// the name's request, which would read as a fault of the name ("no
+// complete response within the request timeout").
 type cutOffError struct{ cause error }
 
 func (e *cutOffError) Error() string {
@@ -255,8 +257,14 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 }
 
 // fetchAll fetches names with bounded concurrency, handing their rows to
-// w as they are decoded. It returns when every name is done.
+// w as they are decoded. It returns when every name is done. When the
+// pass's Breaker trips, the names in flight are cancelled and those not
+// yet asked for fail at once, all with the breaker's cause; rows already
+// fetched are still written, since w works on ctx.
 func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.Time, w *writer, progress func(Progress), log *slog.Logger) {
+	br := NewBreaker(s.cfg.ObserveBreaker)
+	fetchCtx, stopFetching := context.WithCancelCause(ctx)
+	defer stopFetching(nil)
 	jobs := make(chan string)
 	var done, failed atomic.Int64
 	var g errgroup.Group
@@ -273,12 +281,15 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 			st := &stage{w: w, spill: spillRows(s.cfg.BatchRows), snaps: spillFile{dir: s.cfg.SpillDir}}
 			defer st.snaps.close()
 			for name := range jobs {
-				err := s.fetchName(ctx, name, snapshotAt, st, log.With("nft", name))
+				err := s.fetchName(fetchCtx, name, snapshotAt, st, log.With("nft", name))
+				switch {
+				case err != nil && fetchCtx.Err() != nil:
+					// Run reports the cut-off names in one line, not one each.
+					err = &cutOffError{cause: context.Cause(fetchCtx)}
+				case br.Record(err):
+					stopFetching(br.Cause())
+				}
 				if err != nil {
-					if ctx.Err() != nil {
-						// Run reports the cut-off names in one line, not one each.
-						err = &cutOffError{cause: context.Cause(ctx)}
-					}
 					w.fail(name, err)
 					failed.Add(1)
 				}
@@ -349,19 +360,28 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 }
 
 // logCutOff logs, in one line, that the pass ended before all of its
-// names were done: why, when, and how many names it cut off. The names
-// themselves are in the report and the run record.
+// names were done, or stopped asking an unavailable upstream: why, when,
+// and how many names it cut off. The names themselves are in the report
+// and the run record.
 func logCutOff(ctx context.Context, failed []NameError, snapshotAt time.Time, log *slog.Logger) {
 	n := 0
+	var cause *cutOffError
 	for _, f := range failed {
 		if f.CutOff() {
 			n++
+			if cause == nil {
+				errors.As(f.Err, &cause)
+			}
 		}
 	}
 	if n == 0 {
 		return
 	}
-	attrs := []any{"cause", context.Cause(ctx).Error(), "snapshot_at", snapshotAt, "names_cut_off", n}
+	attrs := []any{"cause", cause.cause.Error(), "snapshot_at", snapshotAt, "names_cut_off", n}
+	if errors.As(cause.cause, new(*OutageError)) {
+		log.Error("upstream unavailable: the pass stopped asking for names", attrs...)
+		return
+	}
 	if d, ok := ctx.Deadline(); ok {
 		attrs = append(attrs, "deadline", d.UTC())
 	}
@@ -387,16 +407,9 @@ func status(total int, failed []NameError, spooledRows int, spoolCause error) (s
 	if len(failed) == total {
 		st = StatusFailed
 	}
-	var own, cut []NameError
-	for _, f := range failed {
-		if f.CutOff() {
-			cut = append(cut, f)
-		} else {
-			own = append(own, f)
-		}
-	}
+	own, groups := Grouped(failed)
 	const show = 3
-	parts := make([]string, 0, show+3)
+	parts := make([]string, 0, show+len(groups)+2)
 	for i, f := range own {
 		if i == show {
 			parts = append(parts, fmt.Sprintf("and %d more", len(own)-show))
@@ -404,17 +417,8 @@ func status(total int, failed []NameError, spooledRows int, spoolCause error) (s
 		}
 		parts = append(parts, f.Error())
 	}
-	if len(cut) > 0 {
-		slices.SortFunc(cut, func(a, b NameError) int { return strings.Compare(a.NFT, b.NFT) })
-		quoted := make([]string, 0, show)
-		for _, f := range cut[:min(len(cut), show)] {
-			quoted = append(quoted, strconv.Quote(f.NFT))
-		}
-		more := ""
-		if len(cut) > show {
-			more = fmt.Sprintf(" and %d more", len(cut)-show)
-		}
-		parts = append(parts, fmt.Sprintf("nft %s%s: %v", strings.Join(quoted, ", "), more, cut[0].Err))
+	for _, g := range groups {
+		parts = append(parts, "nft "+g.List(show)+": "+g.Cause)
 	}
 	if note != "" {
 		parts = append(parts, note)

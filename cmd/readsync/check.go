@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/readsync/readsync/sink"
@@ -14,11 +17,13 @@ import (
 
 // check reports on the configuration, the spool, the API and ClickHouse,
 // one line each on stdout, and exits 0 only when all are usable. It changes
-// nothing: not the spool, not the database. An unknown READSYNC_ variable
-// or an unusable spool directory is a configuration error (exit 2), like
-// those found before. The log on stderr carries no retry warnings: the
-// API's line counts the retries.
-func (a *app) check(ctx context.Context, skipClickHouse bool) int {
+// nothing: not the spool, not the database. An unknown READSYNC_ variable,
+// an unusable spool directory or a DSN on ClickHouse's HTTP port is a
+// configuration error (exit 2), like those found before. The log on stderr
+// carries no retry warnings: the API's line counts the retries. With
+// allNames, the API check asks for every configured name instead of the
+// first, and adds a line for each that fails.
+func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 	names := sync.Names(a.cfg.Schedules)
 	if len(a.cfg.Unknown) > 0 {
 		unknown := make([]string, len(a.cfg.Unknown))
@@ -46,7 +51,11 @@ func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 		}
 	}
 	code := exitOK
-	if err := a.checkAPI(ctx, names[0]); err != nil {
+	checkAPI := func() error { return a.checkAPI(ctx, names[0]) }
+	if allNames {
+		checkAPI = func() error { return a.checkAllNames(ctx, names) }
+	}
+	if err := checkAPI(); err != nil {
 		fmt.Fprintf(a.stdout, "api: FAILED: %v\n", err)
 		code = exitFailed
 	}
@@ -55,6 +64,10 @@ func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 		return code
 	}
 	if err := a.checkClickHouse(ctx); err != nil {
+		if errors.As(err, new(*sink.HTTPPortError)) {
+			fmt.Fprintf(a.stdout, "clickhouse: FAILED: READSYNC_CLICKHOUSE_DSN: %v\n", err)
+			return exitConfig
+		}
 		fmt.Fprintf(a.stdout, "clickhouse: FAILED: %s\n", describeDBError(err))
 		code = exitFailed
 	}
@@ -85,6 +98,70 @@ func (a *app) checkAPI(ctx context.Context, nft string) error {
 	}
 	fmt.Fprintf(a.stdout, "api: ok (%s: nft %q is project %d, %s%s)\n",
 		a.cfg.APIBaseURL, nft, p.ID, time.Since(start).Round(time.Millisecond), retries)
+	return nil
+}
+
+// checkAllNames asks for the details of every configured name (of every
+// schedule, whatever READSYNC_SHARD says: it checks the file),
+// READSYNC_CONCURRENCY at a time and within the rate limit, and prints a
+// line for each name that fails, in the file's order, for a new schedules
+// file's typos. Like a pass, it stops asking once its sync.Breaker finds
+// the upstream down.
+func (a *app) checkAllNames(ctx context.Context, names []string) error {
+	var attempts atomic.Int64
+	api, err := newAPIClient(a.cfg, slog.New(slog.DiscardHandler), func(string, string, time.Duration) { attempts.Add(1) })
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	br := sync.NewBreaker(nil)
+	askCtx, stopAsking := context.WithCancelCause(ctx)
+	defer stopAsking(nil)
+	errs := make([]error, len(names)) // nil: registered, or not asked when asked[i] is false
+	asked := make([]bool, len(names))
+	jobs := make(chan int)
+	var workers gosync.WaitGroup
+	for range min(a.cfg.Concurrency, len(names)) {
+		workers.Go(func() {
+			for i := range jobs {
+				_, err := api.ProjectDetails(askCtx, names[i])
+				if err != nil && askCtx.Err() != nil {
+					continue // cut off: counted as not asked
+				}
+				errs[i], asked[i] = err, true
+				if br.Record(err) {
+					stopAsking(br.Cause())
+				}
+			}
+		})
+	}
+	for i := range names {
+		if askCtx.Err() != nil {
+			break
+		}
+		jobs <- i
+	}
+	close(jobs)
+	workers.Wait()
+
+	failed, notAsked := 0, 0
+	for i, err := range errs {
+		switch {
+		case !asked[i]:
+			notAsked++
+		case err != nil:
+			failed++
+			fmt.Fprintf(a.stdout, "api: nft %q: FAILED: %v\n", names[i], err)
+		}
+	}
+	if cause := context.Cause(askCtx); cause != nil && notAsked > 0 {
+		return fmt.Errorf("%w; %d of %d nft names not asked", cause, notAsked, len(names))
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d nft names of %s failed", failed, len(names), a.cfg.SchedulesFile)
+	}
+	fmt.Fprintf(a.stdout, "api: ok (%s: all %d nft names are registered projects, %s, %d requests)\n",
+		a.cfg.APIBaseURL, len(names), time.Since(start).Round(time.Millisecond), attempts.Load())
 	return nil
 }
 

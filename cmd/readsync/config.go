@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net/netip"
+	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -254,10 +255,11 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 			p.bad(name, form)
 		}
 	}
-	check("READSYNC_API_BASE_URL", func() bool {
-		_, err := apiclient.ParseBaseURL(c.APIBaseURL)
-		return err == nil
-	}, "an http or https URL with a host and no query, such as https://api.example.com")
+	if decoded["READSYNC_API_BASE_URL"] {
+		if _, err := apiclient.ParseBaseURL(c.APIBaseURL); err != nil {
+			p.add(fmt.Errorf("READSYNC_API_BASE_URL=%q: %w", redactedURL(c.APIBaseURL), err))
+		}
+	}
 	check("READSYNC_CLIENT_ID", func() bool { return strings.TrimSpace(c.ClientID) != "" }, "the API client id, not empty")
 	check("READSYNC_CLIENT_SECRET", func() bool { return c.ClientSecret != "" }, "the API client secret, not empty")
 	check("READSYNC_CONCURRENCY", func() bool { return c.Concurrency >= 1 && c.Concurrency <= 1024 },
@@ -306,6 +308,9 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	}
 	// The DSN holds a password: its errors describe it without quoting it.
 	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
+	if err == nil {
+		err = dsn.CheckAddrs()
+	}
 	if err != nil {
 		p.add(fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err))
 		return
@@ -405,6 +410,15 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// redactedURL is s with a password in it masked, for a message that
+// quotes it.
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
 }
 
 // sendsSecretInClear reports whether the API base URL is plain http to a

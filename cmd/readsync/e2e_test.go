@@ -137,7 +137,7 @@ func TestBackfillGolden(t *testing.T) {
 		t.Errorf("the failed name and its cause are not logged:\n%s", stderr)
 	}
 	for _, want := range []string{`"msg":"backfill summary","names_synced":4,"names_failed":1,"rows_written":`,
-		`"msg":"backfill name failed","nft":"nobody.eth","err":"project details of nft \"nobody.eth\": after 2 attempts: upstream reported failure`} {
+		`"msg":"backfill names failed","names":1,"nfts":["nobody.eth"],"err":"upstream reported failure for their project details; the nft name may not be registered: the API answers so for a name it does not know, and gives no other sign"`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("the summary lacks %s:\n%s", want, stderr)
 		}

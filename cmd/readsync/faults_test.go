@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/readsync/readsync/apiclient/apitest"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sync"
 )
 
 // lockedBuffer is a log destination shared by a running daemon and the
@@ -386,6 +388,64 @@ func TestSecretsNeverLeak(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// An upstream that refuses connections costs a backfill of thousands of
+// names its first wave of requests: it logs the outage once, records every
+// name as failed, and the next backfill, with the upstream back, writes
+// every name.
+func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
+	const names = 5000
+	projects := apitest.Generate(names, 1, 41)
+	f := newFixture(t, namesOf(projects))
+	// The upstream is down on a port nothing listens on, and comes back there.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	f.env["READSYNC_API_BASE_URL"] = "http://" + addr
+
+	code, _, stderr := f.run(t, "--backfill")
+	if code != exitFailed {
+		t.Fatalf("exit %d during the outage, want 1; log:\n%s", code, stderr)
+	}
+	// The first wave: the names in flight and those that tripped the
+	// breaker, each with its retries; not one line per name.
+	const concurrency, retries = 8, 4
+	firstWave := concurrency + sync.BreakerThreshold
+	for _, c := range []struct {
+		line     string
+		min, max int
+	}{
+		{`"msg":"upstream unavailable: the pass stopped asking for names"`, 1, 1},
+		{`"msg":"upstream request failed, retrying"`, 1, firstWave * retries},
+		{`"msg":"name failed"`, sync.BreakerThreshold, firstWave},
+		{`"msg":"backfill names failed"`, 1, 1},
+	} {
+		if n := strings.Count(stderr, c.line); n < c.min || n > c.max {
+			t.Errorf("%d lines %s, want %d to %d", n, c.line, c.min, c.max)
+		}
+	}
+	var status, errText string
+	var failed uint64
+	f.query(t, "SELECT status, nft_failed, error FROM {db}.sync_runs", &status, &failed, &errText)
+	if status != "failed" || failed != names || !strings.Contains(errText, " more: upstream unavailable: 5 names in a row failed with no answer from it") ||
+		!strings.Contains(errText, "connection refused") {
+		t.Errorf("sync_runs: status %s, %d failed, error %q", status, failed, errText)
+	}
+
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv := apitest.NewServer(apitest.WithListener(l), apitest.WithCredentials("1001", testSecret), apitest.WithProjects(projects...))
+	t.Cleanup(srv.Close)
+	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+		t.Fatalf("exit %d with the upstream back; log:\n%.4000s", code, stderr)
+	}
+	f.exactlyOnce(t, names)
+}
 
 // Two replicas with READSYNC_SHARD 0/2 and 1/2 together fetch every name
 // exactly once, and neither fetches them all.

@@ -19,6 +19,7 @@ type flags struct {
 	snapshotAt time.Time
 	dryRun     bool
 	check      bool
+	allNames   bool
 	flushSpool bool
 	migrate    bool
 	version    bool
@@ -89,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Var(snapshotFlag{&f.snapshotAt}, "snapshot-at", "with --backfill: stamp the pass with this RFC 3339 time (default: the pass start)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse")
 	fs.BoolVar(&f.check, "check", false, "validate configuration, reach the API and ClickHouse, report, exit")
+	fs.BoolVar(&f.allNames, "all-names", false, "with --check: ask for every configured nft name, within the rate limit, and list those that fail")
 	fs.BoolVar(&f.flushSpool, "flush-spool", false, "replay the spool into ClickHouse, then exit: 0 when it is empty, 3 when entries remain")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply pending ClickHouse migrations, then exit (for an init container or a Job)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -113,6 +115,9 @@ func (f flags) validate() error {
 		case f.dryRun && !f.check:
 			return errors.New("--dry-run needs --backfill (or --check, to skip ClickHouse)")
 		}
+	}
+	if f.allNames && !f.check {
+		return errors.New("--all-names needs --check")
 	}
 	if f.backfill && f.check {
 		return errors.New("--backfill and --check are separate modes; give one")

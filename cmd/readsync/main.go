@@ -98,7 +98,7 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 	case f.migrate:
 		return a.migrate(ctx)
 	case f.check:
-		return a.check(ctx, f.dryRun)
+		return a.check(ctx, f.dryRun, f.allNames)
 	case f.backfill:
 		return a.backfill(ctx, f)
 	case f.flushSpool:
@@ -285,6 +285,9 @@ func (a *app) syncer(s sink.Writer, sp sync.Spool) *sync.Syncer {
 		BatchRows:    a.cfg.BatchRows,
 		Location:     a.cfg.Location,
 		Logger:       a.log,
+		// One gauge for every pass: the upstream is one, whichever
+		// schedule finds it down.
+		ObserveBreaker: a.metrics.observeBreaker,
 	})
 }
 

@@ -26,6 +26,8 @@ type metrics struct {
 	rowsWritten  *prometheus.CounterVec
 	inserts      *prometheus.CounterVec
 	rowsSpooled  prometheus.Counter
+	breakerOpen  prometheus.Gauge
+	breakerTrips prometheus.Counter
 
 	// delivery is how writes to ClickHouse fare, fed by observeInsert and
 	// by the process's migrations.
@@ -73,6 +75,14 @@ func newMetrics() *metrics {
 			Name: "readsync_rows_spooled_total",
 			Help: "Rows ClickHouse did not take that went to the spool.",
 		}),
+		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "readsync_upstream_breaker_open",
+			Help: "1 from the moment a pass stopped asking an unavailable upstream until a name of a later pass succeeds, else 0.",
+		}),
+		breakerTrips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "readsync_upstream_breaker_trips_total",
+			Help: "Passes that stopped asking the upstream because it did not answer.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "readsync_build_info",
@@ -89,7 +99,7 @@ func newMetrics() *metrics {
 		return 0
 	})
 	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
-		m.rowsWritten, m.inserts, m.rowsSpooled, build, deliveredAt,
+		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, build, deliveredAt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, state := range []string{deliveryOK, deliveryRefused, deliveryUnavailable} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -110,6 +120,17 @@ func newMetrics() *metrics {
 func (m *metrics) observeRequest(op, outcome string, d time.Duration) {
 	m.apiRequests.WithLabelValues(op, outcome).Inc()
 	m.apiDuration.WithLabelValues(op).Observe(d.Seconds())
+}
+
+// observeBreaker is the passes' hook: a breaker tripped (open) or a pass's
+// first name succeeded.
+func (m *metrics) observeBreaker(open bool) {
+	if open {
+		m.breakerTrips.Inc()
+		m.breakerOpen.Set(1)
+		return
+	}
+	m.breakerOpen.Set(0)
 }
 
 // observeInsert is the ClickHouse sink's hook.

@@ -42,3 +42,46 @@ func TestShardMetrics(t *testing.T) {
 		}
 	}
 }
+
+// The breaker gauge follows the passes: 1 from a trip until a later
+// name succeeds; the counter counts trips.
+func TestBreakerMetrics(t *testing.T) {
+	m := newMetrics()
+	value := func(name string) float64 {
+		t.Helper()
+		families, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == name {
+				mt := f.GetMetric()[0]
+				if g := mt.GetGauge(); g != nil {
+					return g.GetValue()
+				}
+				return mt.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("%s is not exported", name)
+		return 0
+	}
+	steps := []struct {
+		open        *bool
+		gauge, trip float64
+	}{
+		{nil, 0, 0},
+		{ptr(true), 1, 1},
+		{ptr(false), 0, 1},
+		{ptr(true), 1, 2},
+	}
+	for i, s := range steps {
+		if s.open != nil {
+			m.observeBreaker(*s.open)
+		}
+		if g, c := value("readsync_upstream_breaker_open"), value("readsync_upstream_breaker_trips_total"); g != s.gauge || c != s.trip {
+			t.Errorf("step %d: open %v, trips %v; want %v, %v", i, g, c, s.gauge, s.trip)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

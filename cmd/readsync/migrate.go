@@ -8,8 +8,13 @@ import (
 )
 
 // openClickHouse connects to ClickHouse with the configured topology;
-// migrations log through the process logger.
+// migrations log through the process logger. A DSN on ClickHouse's HTTP
+// port is refused first (a *sink.HTTPPortError): the driver would only
+// time out on it.
 func (a *app) openClickHouse(ctx context.Context) (*sink.ClickHouse, error) {
+	if err := a.cfg.DSN.CheckNativePort(ctx); err != nil {
+		return nil, err
+	}
 	return sink.OpenClickHouse(ctx, a.cfg.DSN, sink.WithTopology(a.cfg.Topology), sink.WithLogger(a.log))
 }
 

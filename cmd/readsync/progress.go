@@ -100,25 +100,43 @@ func (p *progress) close() { close(p.stop) }
 
 // finish ends the bar and prints the summary: names synced and failed,
 // each failed one with its cause, rows written and spooled, and the
-// duration. It comes after run has returned, so no progress line follows
-// the summary.
+// duration. Names that share a cause (cut off, or perhaps not registered)
+// come in one line with the cause once. It comes after run has returned,
+// so no progress line follows the summary.
 func (p *progress) finish(rep sync.Report) {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 	}
 	d := time.Since(p.start).Round(time.Millisecond)
 	r := rep.Run
+	own, groups := sync.Grouped(rep.Failed)
 	if !p.tty {
 		p.log.Info("backfill summary", "names_synced", r.NFTOK, "names_failed", r.NFTFailed, "rows_written", rep.Rows,
 			"rows_spooled", rep.Spooled, "duration", d.String())
-		for _, f := range rep.Failed {
+		for _, f := range own {
 			p.log.Error("backfill name failed", "nft", f.NFT, "err", f.Err)
+		}
+		for _, g := range groups {
+			p.log.Error("backfill names failed", "names", len(g.Names), "nfts", summaryNames(g), "err", g.Cause)
 		}
 		return
 	}
 	fmt.Fprintf(p.out, "backfill: %d of %d names synced, %d failed; %d rows written, %d spooled; %s\n",
 		r.NFTOK, r.NFTTotal, r.NFTFailed, rep.Rows, rep.Spooled, d)
-	for _, f := range rep.Failed {
+	for _, f := range own {
 		fmt.Fprintf(p.out, "  failed %q: %v\n", f.NFT, f.Err)
 	}
+	for _, g := range groups {
+		fmt.Fprintf(p.out, "  failed %s: %s\n", g.List(len(summaryNames(g))), g.Cause)
+	}
+}
+
+// summaryNames are the names of a group that a summary lists: all of
+// those that may not be registered, which are the ones to correct, and a
+// few of those cut off, which the next pass asks for again.
+func summaryNames(g sync.FailureGroup) []string {
+	if g.CutOff {
+		return g.Names[:min(len(g.Names), 3)]
+	}
+	return g.Names
 }
