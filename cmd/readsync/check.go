@@ -46,6 +46,16 @@ func (a *app) check(ctx context.Context, skipClickHouse bool) int {
 		}
 	}
 	code := exitOK
+	if a.cfg.Member != nil {
+		sh, err := a.shares.check(ctx)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "kubernetes: FAILED: %v\n", err)
+			code = exitFailed
+		} else {
+			fmt.Fprintf(a.stdout, "kubernetes: ok (StatefulSet %s has %d replicas; pod %s takes shard %s)\n",
+				a.cfg.Member.Set, sh.Count, a.cfg.Member.Pod, sh)
+		}
+	}
 	if err := a.checkAPI(ctx, names[0]); err != nil {
 		fmt.Fprintf(a.stdout, "api: FAILED: %v\n", err)
 		code = exitFailed
