@@ -11,6 +11,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -52,7 +54,10 @@ type fakeKube struct {
 func newFakeKube(t *testing.T, namespace string) *fakeKube {
 	t.Helper()
 	k := &fakeKube{namespace: namespace, dir: t.TempDir(), token: "sa-token-1", sets: map[string]*appsv1.StatefulSet{}}
-	k.srv = httptest.NewTLSServer(http.HandlerFunc(k.serve))
+	k.srv = httptest.NewUnstartedServer(http.HandlerFunc(k.serve))
+	// A client that refuses the certificate is a case under test, not news.
+	k.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	k.srv.StartTLS()
 	t.Cleanup(k.srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: k.srv.Certificate().Raw})
 	for name, content := range map[string][]byte{"ca.crt": ca, "namespace": []byte(namespace), "token": []byte(k.token)} {
