@@ -18,7 +18,19 @@ import (
 // A signal lets the pass go on for the shutdown grace and then cancels it;
 // what was fetched is spooled, and the exit code tells what was not done.
 func (a *app) backfill(ctx context.Context, f flags) int {
-	names, scheduleName, err := a.backfillNames(f)
+	sh := everyName
+	if len(f.nft) == 0 {
+		var err error
+		if sh, err = a.shares.check(ctx); err != nil {
+			fmt.Fprintf(a.stderr, "readsync: %v\n", err)
+			if permanent(err) {
+				return exitConfig
+			}
+			return exitFailed
+		}
+		a.metrics.observeShare(sh)
+	}
+	names, scheduleName, err := a.backfillNames(f, sh)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
 		return exitConfig
@@ -68,16 +80,17 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 
 // backfillNames picks the pass's names from the flags: --nft exactly,
 // --schedule one schedule's, otherwise every schedule's once. Names from
-// schedules are limited to READSYNC_SHARD's; --nft names are taken as
-// given, since naming them is an explicit request.
-func (a *app) backfillNames(f flags) ([]string, string, error) {
+// schedules are limited to the share sh (READSYNC_SHARD's, read once for
+// the pass); --nft names are taken as given, since naming them is an
+// explicit request.
+func (a *app) backfillNames(f flags, sh share) ([]string, string, error) {
 	switch {
 	case len(f.nft) > 0:
 		return f.nft, "", nil
 	case f.schedule != "":
 		for _, s := range a.cfg.Schedules {
 			if s.Name == f.schedule {
-				return a.cfg.ShardOf.Filter(s.NFTNames), s.Name, nil
+				return sh.filter(s.NFTNames), s.Name, nil
 			}
 		}
 		known := make([]string, len(a.cfg.Schedules))
@@ -87,6 +100,6 @@ func (a *app) backfillNames(f flags) ([]string, string, error) {
 		return nil, "", fmt.Errorf("--schedule %q: no such schedule in %s (have %s)",
 			f.schedule, a.cfg.SchedulesFile, strings.Join(known, ", "))
 	default:
-		return a.cfg.ShardOf.Filter(sync.Names(a.cfg.Schedules)), "", nil
+		return sh.filter(sync.Names(a.cfg.Schedules)), "", nil
 	}
 }

@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // chartSchedules is a schedules file for --set-file.
@@ -122,6 +123,24 @@ func TestChart(t *testing.T) {
 	}
 }
 
+// A backfill in a release of its own renders its Job and claim alone, and
+// reads the daemon release's ConfigMaps and Secret by name.
+func TestChartBackfillRelease(t *testing.T) {
+	daemon := helmTemplate(t, "readsync", "--set", "replicaCount=2")
+	b := helmTemplate(t, "readsync-oneoff", "--set", "daemon.enabled=false", "--set", "backfill.enabled=true",
+		"--set", "backfill.daemon=readsync", "--set", "backfill.parallelism=2")
+	checkLabels(t, b)
+	checkBackfillAlone(t, b)
+	checkBackfill(t, beside(daemon, b), "readsync-oneoff-backfill", 2, exampleSecret)
+	d := find[appsv1.StatefulSet](t, daemon, "readsync").Spec.Template.Spec
+	j := find[batchv1.Job](t, b, "readsync-oneoff-backfill").Spec.Template.Spec
+	compareSharedPod(t, "chart StatefulSet readsync", &d, "backfill release's Job", &j)
+	if _, err := helmRender(t, "readsync-oneoff", "--set", "daemon.enabled=false", "--set", "backfill.enabled=true"); err == nil ||
+		!strings.Contains(err.Error(), "backfill.daemon: with daemon.enabled=false") {
+		t.Errorf("a backfill release without backfill.daemon: error %v, want one naming backfill.daemon", err)
+	}
+}
+
 // Values that would render pods readsync rejects, or variables set twice,
 // fail at render time with a message naming the value.
 func TestChartRejectsBadValues(t *testing.T) {
@@ -150,12 +169,12 @@ func TestChartLint(t *testing.T) {
 	}
 }
 
-// The chart's default release and the kustomize backfill overlay (which
-// holds the base) render the same pods: the same environment, probes,
-// ports, security, resources, volumes and grace, the same claims, the same
-// workload settings. Names and labels may differ.
+// The chart's default release and the kustomize base beside its backfill
+// render the same pods: the same environment, probes, ports, security,
+// resources, volumes and grace, the same claims, the same workload
+// settings, the same grant. Names and labels may differ.
 func TestChartMatchesKustomize(t *testing.T) {
-	k := kustomizeBuild(t, k8sBackfill)
+	k := beside(kustomizeBuild(t, k8sBase), kustomizeBuild(t, k8sBackfill))
 	h := helmTemplate(t, "readsync", "--set", "backfill.enabled=true")
 	ks, hs := find[appsv1.StatefulSet](t, k, "readsync"), find[appsv1.StatefulSet](t, h, "readsync")
 	kj, hj := find[batchv1.Job](t, k, "readsync-backfill"), find[batchv1.Job](t, h, "readsync-backfill")
@@ -168,6 +187,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 	kc := find[corev1.PersistentVolumeClaim](t, k, "readsync-backfill-spools").Spec
 	hc := find[corev1.PersistentVolumeClaim](t, h, "readsync-backfill-spools").Spec
 	compareContract(t, "backfill claim", kc, hc)
+	compareContract(t, "Role", find[rbacv1.Role](t, k, "readsync").Rules, find[rbacv1.Role](t, h, "readsync").Rules)
 }
 
 func statefulSetContract(t *testing.T, m manifests, s *appsv1.StatefulSet) map[string]any {

@@ -51,6 +51,16 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 		}
 	}
 	code := exitOK
+	if a.cfg.Member != nil {
+		sh, err := a.shares.check(ctx)
+		if err != nil {
+			fmt.Fprintf(a.stdout, "kubernetes: FAILED: %v\n", err)
+			code = exitFailed
+		} else {
+			fmt.Fprintf(a.stdout, "kubernetes: ok (StatefulSet %s has %d replicas; pod %s takes shard %s)\n",
+				a.cfg.Member.Set, sh.Count, a.cfg.Member.Pod, sh)
+		}
+	}
 	checkAPI := func() error { return a.checkAPI(ctx, names[0]) }
 	if allNames {
 		checkAPI = func() error { return a.checkAllNames(ctx, names) }

@@ -69,8 +69,14 @@ type env struct {
 	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s" help:"how often the daemon retries delivering the spool"`
 	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s" help:"how long a running pass may go on after SIGTERM or SIGINT"`
 
-	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i (i may be a pod name ending in -i); unset: all"`
+	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i (i may be a pod name ending in -i); <pod>/statefulset: n is the pod's StatefulSet's replicas, read before each pass; unset: all"`
 	HTTPAddr string `env:"READSYNC_HTTP_ADDR, default=:9090" help:"the daemon's listener for /healthz, /readyz and /metrics"`
+
+	// Read only with READSYNC_SHARD=<pod>/statefulset: how an in-cluster
+	// client finds and authenticates to the API server.
+	ServiceAccountDir string `env:"READSYNC_SERVICEACCOUNT_DIR, default=/var/run/secrets/kubernetes.io/serviceaccount" help:"the pod's service account token, ca.crt and namespace, for READSYNC_SHARD=<pod>/statefulset"`
+	KubernetesHost    string `env:"KUBERNETES_SERVICE_HOST" help:"the Kubernetes API server's address, which Kubernetes sets in every pod; for READSYNC_SHARD=<pod>/statefulset"`
+	KubernetesPort    string `env:"KUBERNETES_SERVICE_PORT" help:"the Kubernetes API server's port, which Kubernetes sets in every pod; for READSYNC_SHARD=<pod>/statefulset"`
 }
 
 // config is env validated and parsed, plus the schedules file.
@@ -80,7 +86,10 @@ type config struct {
 	LogLevel slog.Level
 	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
 	ShardOf sync.Shard
-	DSN     sink.DSN // zero in dry-run mode
+	// Member is set, and ShardOf zero, when READSYNC_SHARD is
+	// <pod>/statefulset: the count is then read from the API server.
+	Member *statefulSetMember
+	DSN    sink.DSN // zero in dry-run mode
 	// Topology is where the tables live: one server or a cluster.
 	Topology  sink.Topology
 	Schedules []sync.Schedule
@@ -278,10 +287,20 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	check("READSYNC_SPOOL_FLUSH_INTERVAL", func() bool { return c.SpoolFlushInterval > 0 }, "a positive Go duration such as 30s")
 	check("READSYNC_SHUTDOWN_GRACE", func() bool { return c.ShutdownGrace >= 0 }, "a Go duration of 0 or more, such as 30s")
 	check("READSYNC_SHARD", func() bool {
+		if m, ok, err := parseStatefulSetMember(c.Shard); ok {
+			c.Member = &m
+			return err == nil
+		}
 		shard, err := sync.ParseShard(c.Shard)
 		c.ShardOf = shard
 		return err == nil
-	}, "i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3")
+	}, shardForm)
+	if c.Member != nil && decoded["KUBERNETES_SERVICE_HOST"] && (c.KubernetesHost == "" || c.KubernetesPort == "") {
+		p.add(fmt.Errorf("READSYNC_SHARD=%q: reads the StatefulSet's replicas from the Kubernetes API, but KUBERNETES_SERVICE_HOST=%q and KUBERNETES_SERVICE_PORT=%q, which Kubernetes sets in every pod: run it in the StatefulSet's pod, or set READSYNC_SHARD to i/n",
+			c.Shard, c.KubernetesHost, c.KubernetesPort))
+	}
+	check("READSYNC_SERVICEACCOUNT_DIR", func() bool { return strings.TrimSpace(c.ServiceAccountDir) != "" },
+		"the directory of the service account's token, ca.crt and namespace, such as /var/run/secrets/kubernetes.io/serviceaccount")
 	check("READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)) == nil },
 		"one of debug, info, warn or error")
 	check("READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },
@@ -322,6 +341,10 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	}
 	c.DSN = dsn
 }
+
+// shardForm is what READSYNC_SHARD looks like.
+const shardForm = "i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; " +
+	"or a StatefulSet's pod name followed by /statefulset, such as readsync-0/statefulset, for n read from the StatefulSet's replicas"
 
 // parseTopology checks the cluster variables. Whether the server knows the
 // cluster is for Migrate and --check to find out.

@@ -79,9 +79,12 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"spool dir not writable", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--backfill"}, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"spool dir not writable in check", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, []string{"--check"}, "spool: FAILED: READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
 		{"spool dir not writable for the daemon", map[string]string{"READSYNC_SPOOL_DIR": "/dev/null/spool"}, nil, "READSYNC_SPOOL_DIR: spool directory /dev/null/spool"},
-		{"shard out of range", map[string]string{"READSYNC_SHARD": "3/3"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="3/3": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3` + "\n"},
-		{"shard pod name beyond the count", map[string]string{"READSYNC_SHARD": "readsync-3/3"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="readsync-3/3": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3` + "\n"},
-		{"shard not a fraction", map[string]string{"READSYNC_SHARD": "web-0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="web-0": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3` + "\n"},
+		{"shard out of range", map[string]string{"READSYNC_SHARD": "3/3"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="3/3": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; or a StatefulSet's pod name followed by /statefulset, such as readsync-0/statefulset, for n read from the StatefulSet's replicas` + "\n"},
+		{"shard pod name beyond the count", map[string]string{"READSYNC_SHARD": "readsync-3/3"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="readsync-3/3": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; or a StatefulSet's pod name followed by /statefulset, such as readsync-0/statefulset, for n read from the StatefulSet's replicas` + "\n"},
+		{"shard not a fraction", map[string]string{"READSYNC_SHARD": "web-0"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="web-0": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; or a StatefulSet's pod name followed by /statefulset, such as readsync-0/statefulset, for n read from the StatefulSet's replicas` + "\n"},
+		{"statefulset shard without a pod name", map[string]string{"READSYNC_SHARD": "readsync/statefulset", "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="readsync/statefulset": i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; or a StatefulSet's pod name followed by /statefulset, such as readsync-0/statefulset, for n read from the StatefulSet's replicas` + "\n"},
+		{"statefulset shard outside Kubernetes", map[string]string{"READSYNC_SHARD": "readsync-0/statefulset"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="readsync-0/statefulset": reads the StatefulSet's replicas from the Kubernetes API, but KUBERNETES_SERVICE_HOST="" and KUBERNETES_SERVICE_PORT="", which Kubernetes sets in every pod: run it in the StatefulSet's pod, or set READSYNC_SHARD to i/n` + "\n"},
+		{"statefulset shard without a token", map[string]string{"READSYNC_SHARD": "readsync-0/statefulset", "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443", "READSYNC_SERVICEACCOUNT_DIR": "testdata/no-such-dir"}, []string{"--backfill"}, `readsync: configuration: READSYNC_SHARD="readsync-0/statefulset": READSYNC_SERVICEACCOUNT_DIR: open testdata/no-such-dir/ca.crt: no such file or directory (the pod needs automountServiceAccountToken: true)` + "\n"},
 		{"schedules file missing", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/nope.yaml"}, []string{"--backfill"}, "READSYNC_SCHEDULES_FILE: schedules file: open testdata/nope.yaml"},
 		{"schedules file bad cron", map[string]string{"READSYNC_SCHEDULES_FILE": "testdata/bad-cron.yaml"}, nil, `schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *"`},
 		{"cluster name", map[string]string{"READSYNC_CLICKHOUSE_CLUSTER": "main cluster"}, []string{"--migrate"}, `readsync: configuration: READSYNC_CLICKHOUSE_CLUSTER="main cluster": a cluster name of the server's remote_servers, such as main_cluster (letters, digits, _ - .)` + "\n"},
@@ -302,7 +305,9 @@ func TestEveryVariableIsDescribed(t *testing.T) {
 		t.Fatalf("--help lists no environment:\n%s", stderr)
 	}
 	for _, v := range variables() {
-		if !strings.HasPrefix(v.Name, "READSYNC_") || v.Help == "" || strings.Contains(v.Help, "\n") {
+		// Kubernetes names the two variables of the API server's address.
+		setByKubernetes := v.Name == "KUBERNETES_SERVICE_HOST" || v.Name == "KUBERNETES_SERVICE_PORT"
+		if !(strings.HasPrefix(v.Name, "READSYNC_") || setByKubernetes) || v.Help == "" || strings.Contains(v.Help, "\n") {
 			t.Errorf("field %s: env name %q, help %q; want a READSYNC_ name and a one-line help tag", v.field.Name, v.Name, v.Help)
 		}
 		head := "  " + v.Name + "\n"
@@ -380,7 +385,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| `(READSYNC_[A-Z0-9_]+)` \\|.*\\| ([^|]+) \\|$")
+	row := regexp.MustCompile("(?m)^\\| `((?:READSYNC|KUBERNETES)_[A-Z0-9_]+)` \\|.*\\| ([^|]+) \\|$")
 	documented := map[string]string{}
 	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
 		documented[m[1]] = strings.TrimSpace(m[2])

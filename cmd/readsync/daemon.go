@@ -19,6 +19,19 @@ import (
 // does not stop it: passes spool their rows, and a background flusher
 // delivers them once the server answers.
 func (a *app) daemon(ctx context.Context) int {
+	// A pod the API server refuses, or whose StatefulSet it does not know,
+	// is misconfigured: say so now rather than at every tick. An API
+	// server that does not answer is waited out: see statefulSetShare.
+	sh, err := a.shares.check(ctx)
+	switch {
+	case err != nil && permanent(err):
+		return a.configFailed(err)
+	case err != nil:
+		sh = everyName // until a count is read: see statefulSetShare
+		a.log.Warn("cannot read the shard count at start; each pass tries again", "err", err)
+	default:
+		a.metrics.observeShare(sh)
+	}
 	ln, err := net.Listen("tcp", a.cfg.HTTPAddr)
 	if err != nil {
 		return a.configFailed(fmt.Errorf("READSYNC_HTTP_ADDR: %w", err))
@@ -26,7 +39,7 @@ func (a *app) daemon(ctx context.Context) int {
 	// Each armed schedule has its series before the first scrape can
 	// happen, so an alert on a schedule that never succeeds has a value
 	// to fire on.
-	schedules := a.shardSchedules()
+	schedules := a.armedSchedules()
 	for _, s := range schedules {
 		a.metrics.armSchedule(s.Name)
 	}
@@ -83,7 +96,7 @@ func (a *app) daemon(ctx context.Context) int {
 	for _, e := range c.Entries() {
 		a.log.Info("schedule armed", "schedule", names[e.ID], "next", e.Next)
 	}
-	a.log.Info("daemon started", "schedules", len(names), "shard", a.cfg.ShardOf.String(), "version", version)
+	a.log.Info("daemon started", "schedules", len(names), "shard", a.shardSetting(sh), "version", version)
 
 	<-ctx.Done()
 	probes.stopping.Store(true)
@@ -96,19 +109,33 @@ func (a *app) daemon(ctx context.Context) int {
 	return exitOK
 }
 
-// shardSchedules returns the schedules with names in this process's shard,
-// each limited to those names; a schedule left with none is not armed.
-func (a *app) shardSchedules() []sync.Schedule {
+// armedSchedules returns the schedules the daemon arms. With a fixed
+// READSYNC_SHARD, a schedule with no names in the shard is left out, as it
+// never has any; with a StatefulSet's count, which may change at any pass,
+// every schedule is armed and each pass takes its share then.
+func (a *app) armedSchedules() []sync.Schedule {
+	fixed, ok := a.shares.(share)
+	if !ok {
+		return a.cfg.Schedules
+	}
 	var out []sync.Schedule
 	for _, s := range a.cfg.Schedules {
-		s.NFTNames = a.cfg.ShardOf.Filter(s.NFTNames)
-		if len(s.NFTNames) == 0 {
-			a.log.Info("schedule has no names in this shard; not armed", "schedule", s.Name, "shard", a.cfg.ShardOf.String())
+		if len(fixed.filter(s.NFTNames)) == 0 {
+			a.log.Info("schedule has no names in this shard; not armed", "schedule", s.Name, "shard", fixed.String())
 			continue
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// shardSetting describes READSYNC_SHARD for the start's log line: the
+// share, and for a StatefulSet's pod where the count comes from.
+func (a *app) shardSetting(sh share) string {
+	if a.cfg.Member == nil {
+		return sh.String()
+	}
+	return fmt.Sprintf("%s (ordinal %d of StatefulSet %s's replicas, read before each pass)", sh, a.cfg.Member.Ordinal, a.cfg.Member.Set)
 }
 
 // flushLoop delivers spooled entries at start and then every
@@ -162,7 +189,8 @@ func (a *app) readiness(st stores) func(context.Context) error {
 	}
 }
 
-// cronPass runs one scheduled pass stamped with its tick. It must end
+// cronPass runs one scheduled pass stamped with its tick, over the
+// schedule's names in the share this process takes now. It must end
 // before the schedule's next tick, so a slow upstream costs one snapshot
 // rather than piling passes up. It leaves the spool to flushLoop: new
 // snapshots come first.
@@ -177,8 +205,23 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 	ctx, cancel := context.WithDeadlineCause(ctx, next,
 		fmt.Errorf("cut off by the next tick at %s", next.UTC().Format(time.RFC3339)))
 	defer cancel()
+	// The share is read at every pass, so that a change of the
+	// StatefulSet's replicas applies from the next tick on.
+	sh := a.shares.current(ctx)
+	a.metrics.observeShare(sh)
+	names := sh.filter(s.NFTNames)
+	if len(names) == 0 {
+		level := slog.LevelDebug
+		if sh.Index >= sh.Count {
+			level = slog.LevelInfo // a pod the StatefulSet is removing: worth a line
+		}
+		a.log.Log(ctx, level, "no names of this schedule in this process's share at this tick",
+			"schedule", s.Name, "shard", sh.String(), "snapshot_at", tick)
+		a.metrics.observeNothingOwed(s.Name)
+		return
+	}
 	_, err := a.runPass(ctx, syncer, sync.Pass{
-		Names:      s.NFTNames,
+		Names:      names,
 		Schedule:   s.Name,
 		Trigger:    sync.TriggerCron,
 		SnapshotAt: tick,

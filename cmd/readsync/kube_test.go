@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -42,10 +43,10 @@ type manifests struct {
 }
 
 // apiTypes knows the kinds the manifests may contain: those of the core,
-// apps and batch groups.
+// apps, batch and RBAC groups.
 var apiTypes = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, rbacv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
@@ -197,11 +198,12 @@ func indexedJobPod(j *batchv1.Job, index int) pod {
 // secretLookup returns a key of a Secret, as the kubelet reads it.
 type secretLookup func(name, key string) (string, error)
 
-// containerEnv builds a container's environment as the kubelet does:
-// envFrom first, then env in order, each value with $(VAR) references to
-// the variables before it expanded, field references read from the pod.
+// containerEnv builds a container's environment as the kubelet does: the
+// API server's address (which it sets in every pod, service links or
+// not), then envFrom, then env in order, each value with $(VAR) references
+// to the variables before it expanded, field references read from the pod.
 func containerEnv(m manifests, p pod, c *corev1.Container, secret secretLookup) (map[string]string, error) {
-	env := map[string]string{}
+	env := map[string]string{"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 	for _, from := range c.EnvFrom {
 		if from.ConfigMapRef == nil {
 			return nil, fmt.Errorf("container %s: envFrom %+v: only ConfigMaps are expected (credentials use secretKeyRef)", c.Name, from)

@@ -115,18 +115,23 @@ type app struct {
 	log     *slog.Logger
 	api     *apiclient.Client
 	metrics *metrics
-	stdout  io.Writer
-	stderr  io.Writer
+	// shares says which names each pass takes (READSYNC_SHARD).
+	shares shareSource
+	stdout io.Writer
+	stderr io.Writer
 }
 
 func newApp(cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
 	m := newMetrics()
-	m.observeShard(cfg.ShardOf)
+	shares, err := newShareSource(cfg, log, m)
+	if err != nil {
+		return nil, err
+	}
 	api, err := newAPIClient(cfg, log, m.observeRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, api: api, metrics: m, stdout: stdout, stderr: stderr}, nil
+	return &app{cfg: cfg, log: log, api: api, metrics: m, shares: shares, stdout: stdout, stderr: stderr}, nil
 }
 
 // configFailed reports configuration the mode found unusable once it

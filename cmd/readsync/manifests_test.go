@@ -32,6 +32,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	rsync "github.com/readsync/readsync/sync"
@@ -150,9 +151,10 @@ func TestManifestDaemon(t *testing.T) {
 	checkDaemon(t, m, "readsync", 1, exampleSecret)
 }
 
-// Scaling is the kustomization's replicas and nothing else: with the
+// Scaling is the StatefulSet's replicas and nothing else: with the
 // documented command on a copy of the base, or in the README's overlay,
-// every pod's shard count follows.
+// the pods are the same and read the count themselves; under an overlay's
+// namePrefix, the Role still grants the renamed StatefulSet.
 func TestManifestReplicas(t *testing.T) {
 	overlay, err := os.ReadFile(filepath.Join(k8sReplicas, "kustomization.yaml"))
 	if err != nil {
@@ -163,7 +165,7 @@ func TestManifestReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, entries, _ := bytes.Cut(overlay, []byte("\nreplicas:\n")); !bytes.Contains(readme, append([]byte("\nreplicas:\n"), entries...)) {
-		t.Errorf("README.md does not show the replicas and replacements of %s, which this test checks", k8sReplicas)
+		t.Errorf("README.md does not show the replicas of %s, which this test checks", k8sReplicas)
 	}
 	for _, tt := range []struct {
 		dir      string
@@ -173,11 +175,21 @@ func TestManifestReplicas(t *testing.T) {
 		checkLabels(t, m)
 		checkDaemon(t, m, "readsync", tt.replicas, exampleSecret)
 	}
+
+	prefixed := filepath.Join(filepath.Dir(scaledBase(t, 2)), "team")
+	if err := os.MkdirAll(prefixed, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(prefixed, "kustomization.yaml"), "resources:\n  - ../k8s\nnamePrefix: team-\nnamespace: team\n")
+	m := kustomizeBuild(t, prefixed)
+	checkDaemon(t, m, "team-readsync", 2, exampleSecret)
 }
 
 func TestManifestBackfill(t *testing.T) {
-	m := kustomizeBuild(t, k8sBackfill)
-	checkLabels(t, m)
+	b := kustomizeBuild(t, k8sBackfill)
+	checkLabels(t, b)
+	checkBackfillAlone(t, b)
+	m := beside(kustomizeBuild(t, k8sBase), b)
 	checkBackfill(t, m, "readsync-backfill", 3, exampleSecret)
 	if j := find[batchv1.Job](t, m, "readsync-backfill"); j.Spec.TTLSecondsAfterFinished == nil {
 		t.Errorf("Job readsync-backfill: want a ttlSecondsAfterFinished, so that the next apply can start a new one")
@@ -192,8 +204,40 @@ func TestManifestBackfill(t *testing.T) {
 
 	// parallelism is the one number of a backfill: completions and every
 	// index's shard count follow it.
-	scaled := kustomizeBuild(t, scaledBackfill(t, 5))
+	dir := scaledBackfill(t, 5)
+	scaled := beside(kustomizeBuild(t, filepath.Join(filepath.Dir(dir), filepath.Base(k8sBase))), kustomizeBuild(t, dir))
 	checkBackfill(t, scaled, "readsync-backfill", 5, exampleSecret)
+}
+
+// checkBackfillAlone checks that a backfill's rendering holds the Job and
+// what only it needs, so that applying it leaves the daemon as it is.
+func checkBackfillAlone(t *testing.T, m manifests) {
+	t.Helper()
+	for _, o := range m.objs {
+		switch o.(type) {
+		case *batchv1.Job, *corev1.PersistentVolumeClaim:
+		default:
+			t.Errorf("%s renders %T %s: applying a backfill must not touch the daemon's objects", m.what, o, o.GetName())
+		}
+	}
+	for _, j := range all[batchv1.Job](m) {
+		if l := j.Spec.Template.Labels["app.kubernetes.io/component"]; l != "backfill" {
+			t.Errorf("%s: Job %s's pods are labelled component %q; the daemon's Services select daemon", m.what, j.Name, l)
+		}
+	}
+}
+
+// beside is what a cluster holds once both renderings are applied: the
+// backfill's Job refers to the daemon's ConfigMaps by name.
+func beside(daemon, backfill manifests) manifests {
+	return manifests{what: backfill.what + " beside " + daemon.what, objs: append(slices.Clone(daemon.objs), backfill.objs...)}
+}
+
+func writeFile(t *testing.T, file, content string) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // compareSharedPod reports what differs between the daemon's and the
@@ -203,6 +247,8 @@ func compareSharedPod(t *testing.T, aWhat string, a *corev1.PodSpec, bWhat strin
 	shared := func(p *corev1.PodSpec) map[string]any {
 		c := p.Containers[0]
 		vols := slices.DeleteFunc(slices.Clone(p.Volumes), func(v corev1.Volume) bool { return v.Name == "spool" })
+		// The service account differs by design: only the daemon reads
+		// the Kubernetes API.
 		env := slices.DeleteFunc(slices.Clone(c.Env), func(e corev1.EnvVar) bool {
 			return e.Name == "READSYNC_SHARD" || e.Name == "POD_NAME" || e.Name == "JOB_COMPLETION_INDEX"
 		})
@@ -211,7 +257,6 @@ func compareSharedPod(t *testing.T, aWhat string, a *corev1.PodSpec, bWhat strin
 			mounts[i].SubPathExpr = "" // the backfill's indexes share one claim
 		}
 		return map[string]any{
-			"serviceAccountName": p.ServiceAccountName, "automountServiceAccountToken": p.AutomountServiceAccountToken,
 			"enableServiceLinks": p.EnableServiceLinks, "terminationGracePeriodSeconds": p.TerminationGracePeriodSeconds,
 			"securityContext": p.SecurityContext, "volumes": vols,
 			"container image": c.Image, "container env": env, "container envFrom": c.EnvFrom,
@@ -242,13 +287,15 @@ func checkDaemon(t *testing.T, m manifests, name string, replicas int, secret se
 		p := statefulSetPod(s, ordinal)
 		var c *corev1.Container
 		cfg, c = checkPod(t, m, fmt.Sprintf("%s pod %s", what, p.name), p, secret)
-		if want := (rsync.Shard{Index: uint32(ordinal), Count: uint32(replicas)}); replicas > 1 && cfg.ShardOf != want {
-			t.Errorf("%s: pod %s takes shard %v, want %v", what, p.name, cfg.ShardOf, want)
-		}
-		if replicas == 1 && cfg.ShardOf.Count > 1 {
-			t.Errorf("%s: the only pod takes shard %v", what, cfg.ShardOf)
+		// The count is the StatefulSet's replicas however they change, so
+		// the pod reads it rather than carrying a copy.
+		want := statefulSetMember{Pod: p.name, Set: s.Name, Ordinal: uint32(ordinal)}
+		if cfg.Member == nil || *cfg.Member != want || cfg.ShardOf.Count != 0 {
+			t.Errorf("%s: pod %s takes shard %v of StatefulSet %+v, want its ordinal of its StatefulSet's replicas (%+v)",
+				what, p.name, cfg.ShardOf, cfg.Member, want)
 		}
 		checkProbes(t, what, c, cfg)
+		checkTokenFor(t, m, what, &p.spec, s.Name)
 	}
 	if cfg == nil {
 		return
@@ -301,6 +348,9 @@ func checkBackfill(t *testing.T, m manifests, name string, n int, secret secretR
 	for index := range n {
 		p := indexedJobPod(j, index)
 		cfg, _ = checkPod(t, m, fmt.Sprintf("%s index %d", what, index), p, secret)
+		if p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
+			t.Errorf("%s index %d mounts a service account token; a backfill never calls the Kubernetes API", what, index)
+		}
 		if want := (rsync.Shard{Index: uint32(index), Count: uint32(n)}); n > 1 && cfg.ShardOf != want {
 			t.Errorf("%s: index %d takes shard %v, want %v", what, index, cfg.ShardOf, want)
 		}
@@ -367,7 +417,6 @@ func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (
 		t.Errorf("%s: READSYNC_SPOOL_DIR %s must be a writable volume's mount point (the root filesystem is read-only)", what, cfg.SpoolDir)
 	}
 	checkSecurity(t, what, pod, c)
-	checkServiceAccount(t, m, what, pod)
 	for _, kind := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
 		if _, ok := c.Resources.Requests[kind]; !ok {
 			t.Errorf("%s: want a %s request, got %+v", what, kind, c.Resources)
@@ -566,14 +615,55 @@ func checkSecurity(t *testing.T, what string, pod *corev1.PodSpec, c *corev1.Con
 	}
 }
 
-func checkServiceAccount(t *testing.T, m manifests, what string, pod *corev1.PodSpec) {
+// checkTokenFor checks the daemon's access to the Kubernetes API: a token
+// of its own service account, whose account mounts it in no other pod, and
+// Roles that grant that account get on its StatefulSet and nothing more.
+func checkTokenFor(t *testing.T, m manifests, what string, pod *corev1.PodSpec, set string) {
 	t.Helper()
-	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-		t.Errorf("%s mounts a service account token; readsync never calls the Kubernetes API", what)
+	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+		t.Errorf("%s: automountServiceAccountToken must be true: the pods read their StatefulSet's replicas", what)
 	}
 	sa := find[corev1.ServiceAccount](t, m, pod.ServiceAccountName)
 	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
-		t.Errorf("ServiceAccount %s: automountServiceAccountToken must be false", sa.Name)
+		t.Errorf("ServiceAccount %s: automountServiceAccountToken must be false, so that only pods that ask get its token", sa.Name)
+	}
+	if roles := all[rbacv1.ClusterRole](m); len(roles) > 0 {
+		t.Errorf("%s renders %d ClusterRoles; readsync needs none", m.what, len(roles))
+	}
+	if bindings := all[rbacv1.ClusterRoleBinding](m); len(bindings) > 0 {
+		t.Errorf("%s renders %d ClusterRoleBindings; readsync needs none", m.what, len(bindings))
+	}
+	granted := false
+	for _, b := range all[rbacv1.RoleBinding](m) {
+		for _, sub := range b.Subjects {
+			if sub.Kind != rbacv1.ServiceAccountKind || sub.Name != sa.Name || (sub.Namespace != "" && sub.Namespace != sa.Namespace && sa.Namespace != "") {
+				t.Errorf("%s: RoleBinding %s binds %s %s/%s; want only the ServiceAccount %s", m.what, b.Name, sub.Kind, sub.Namespace, sub.Name, sa.Name)
+			}
+		}
+		if b.RoleRef.Kind != "Role" || b.RoleRef.APIGroup != rbacv1.GroupName {
+			t.Errorf("%s: RoleBinding %s refers to %s %s; want a Role", m.what, b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+			continue
+		}
+		role := find[rbacv1.Role](t, m, b.RoleRef.Name)
+		checkRules(t, m.what+": Role "+role.Name, role.Rules, set)
+		granted = granted || len(role.Rules) > 0
+	}
+	if !granted {
+		t.Errorf("%s: no Role lets ServiceAccount %s get StatefulSet %s", m.what, sa.Name, set)
+	}
+}
+
+// checkRules holds a Role to least privilege: get (or watch) on the one
+// StatefulSet, by name.
+func checkRules(t *testing.T, what string, rules []rbacv1.PolicyRule, set string) {
+	t.Helper()
+	for i, r := range rules {
+		ok := slices.Equal(r.APIGroups, []string{"apps"}) && slices.Equal(r.Resources, []string{"statefulsets"}) &&
+			slices.Equal(r.ResourceNames, []string{set}) && len(r.NonResourceURLs) == 0 && len(r.Verbs) > 0 &&
+			!slices.ContainsFunc(r.Verbs, func(v string) bool { return v != "get" && v != "watch" })
+		if !ok {
+			t.Errorf("%s: rule %d grants %+v; want get (or watch) on statefulsets %q in group apps, nothing else", what, i, r, set)
+		}
 	}
 }
 

@@ -32,6 +32,10 @@ type metrics struct {
 	// delivery is how writes to ClickHouse fare, fed by observeInsert and
 	// by the process's migrations.
 	delivery delivery
+
+	shardIndex        prometheus.Gauge
+	shardCount        prometheus.Gauge
+	shardReadFailures prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -83,6 +87,18 @@ func newMetrics() *metrics {
 			Name: "readsync_upstream_breaker_trips_total",
 			Help: "Passes that stopped asking the upstream because it did not answer.",
 		}),
+		shardIndex: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "readsync_shard_index",
+			Help: "The shard of the scheduled names this process took at its last pass (READSYNC_SHARD's i), 0 without sharding; at or above readsync_shard_count, it took none.",
+		}),
+		shardCount: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "readsync_shard_count",
+			Help: "How many shards the scheduled names were split into at this process's last pass (READSYNC_SHARD's n, or its StatefulSet's replicas), 1 without sharding.",
+		}),
+		shardReadFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "readsync_shard_count_read_failures_total",
+			Help: "Reads of the StatefulSet's replicas that failed (READSYNC_SHARD=<pod>/statefulset); the last count read stays in use meanwhile.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "readsync_build_info",
@@ -99,7 +115,7 @@ func newMetrics() *metrics {
 		return 0
 	})
 	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
-		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, build, deliveredAt,
+		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, m.shardCount, m.shardReadFailures, build, deliveredAt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, state := range []string{deliveryOK, deliveryRefused, deliveryUnavailable} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -187,22 +203,17 @@ func (m *metrics) observeSpool(sp *spool.Spool) {
 	)
 }
 
-// observeShard exports READSYNC_SHARD: pods of one StatefulSet that
-// disagree on the count cover some names twice and others not at all.
-// Without a shard, the process owns everything: index 0 of 1.
-func (m *metrics) observeShard(s sync.Shard) {
-	index, count := float64(s.Index), float64(s.Count)
-	if s.Count <= 1 {
-		index, count = 0, 1
-	}
-	m.reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "readsync_shard_index",
-			Help: "This process's shard of the scheduled names (READSYNC_SHARD i), 0 without sharding.",
-		}, func() float64 { return index }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "readsync_shard_count",
-			Help: "How many shards READSYNC_SHARD splits the scheduled names into (n), 1 without sharding.",
-		}, func() float64 { return count }),
-	)
+// observeShare records the share a pass took: pods of one StatefulSet
+// that disagree on the count for longer than a tick cover some names twice
+// and others not at all.
+func (m *metrics) observeShare(s share) {
+	m.shardIndex.Set(float64(s.Index))
+	m.shardCount.Set(float64(s.Count))
+}
+
+// observeNothingOwed records a tick at which the schedule had no names in
+// this process's share: every name it owed was synced, trivially, so an
+// alert on the time since the last success stays quiet for it.
+func (m *metrics) observeNothingOwed(schedule string) {
+	m.lastSuccess.WithLabelValues(schedule).Set(float64(time.Now().Unix()))
 }

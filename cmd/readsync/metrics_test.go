@@ -17,13 +17,14 @@ func TestShardMetrics(t *testing.T) {
 		{"2/3", 2, 3},
 		{"readsync-4/5", 4, 5},
 	}
+	// A StatefulSet's pod reports the count it used at its last pass.
 	for _, tt := range tests {
 		s, err := sync.ParseShard(tt.shard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := newMetrics()
-		m.observeShard(s)
+		m.observeShare(shareOf(s))
 		families, err := m.reg.Gather()
 		if err != nil {
 			t.Fatal(err)

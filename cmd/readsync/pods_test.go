@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/readsync/readsync/apiclient/apitest"
 )
@@ -46,7 +48,7 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	}
 	copyFile(t, schedules, filepath.Join(base, "schedules.yaml"))
 	backfill := filepath.Join(filepath.Dir(base), filepath.Base(k8sBackfill))
-	k := kustomizeBuild(t, backfill)
+	k := beside(kustomizeBuild(t, base), kustomizeBuild(t, backfill))
 
 	flags := []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=2",
 		"--set-file", "schedules=" + schedules}
@@ -55,6 +57,14 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	}
 	h := helmTemplate(t, "prod", flags...)
 
+	// The StatefulSets' pods read their replicas from the API server.
+	kube := newFakeKube(t, "readsync")
+	for _, m := range []manifests{k, h} {
+		for _, s := range all[appsv1.StatefulSet](m) {
+			kube.apply(s)
+		}
+	}
+	kube.allow(find[rbacv1.Role](t, k, "readsync"))
 	for _, tt := range []struct {
 		name string
 		m    manifests
@@ -65,6 +75,9 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 		{"chart StatefulSet", h, statefulSetPods(find[appsv1.StatefulSet](t, h, "prod-readsync"))},
 		{"chart Job", h, jobPods(find[batchv1.Job](t, h, "prod-readsync-backfill"))},
 	} {
+		if strings.Contains(tt.name, "chart") {
+			kube.allow(find[rbacv1.Role](t, h, "prod-readsync"))
+		}
 		t.Run(tt.name, func(t *testing.T) {
 			if len(tt.pods) < 2 {
 				t.Fatalf("%d pods: nothing to split", len(tt.pods))
@@ -72,7 +85,7 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 			fetched := map[string]int{}
 			for _, p := range tt.pods {
 				srv.ResetRequests()
-				runPod(t, tt.m, p)
+				runPod(t, tt.m, p, kube.env())
 				n := 0
 				for _, r := range srv.Requests() {
 					if r.Path == apitest.DetailPath {
@@ -116,9 +129,12 @@ func jobPods(j *batchv1.Job) []pod {
 // pod's arguments, as a dry-run backfill: the Job's pods run exactly that
 // (written to stdout rather than ClickHouse), the daemon's pods run one
 // pass over the same shard of the names.
-func runPod(t *testing.T, m manifests, p pod) {
+func runPod(t *testing.T, m manifests, p pod, kubelet map[string]string) {
 	t.Helper()
 	env := podEnv(t, m, m.what+" pod "+p.name, p, exampleSecret.lookup(credentials))
+	if p.spec.AutomountServiceAccountToken != nil && *p.spec.AutomountServiceAccountToken {
+		maps.Copy(env, kubelet) // the API server's address and the token's mount
+	}
 	args := p.spec.Containers[0].Args
 	if len(args) == 0 {
 		args = []string{"--backfill"}

@@ -24,13 +24,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{/*
+The daemon's objects' name: this release's, or for a release that runs only
+a backfill, backfill.daemon's.
+*/}}
+{{- define "readsync.daemonName" -}}
+{{- if .Values.daemon.enabled -}}
+{{ include "readsync.fullname" . }}
+{{- else if .Values.backfill.daemon -}}
+{{ .Values.backfill.daemon }}
+{{- else -}}
+{{ fail "backfill.daemon: with daemon.enabled=false, the name of the daemon's objects (its release's, such as readsync), whose ConfigMaps the backfill reads" }}
+{{- end -}}
+{{- end -}}
+
+{{/*
 What the daemon's and the backfill's pods share, as in deployments/k8s:
-a non-root user on a read-only root filesystem, no token, no service links,
-a grace period above READSYNC_SHUTDOWN_GRACE.
+a non-root user on a read-only root filesystem, no service links, a grace
+period above READSYNC_SHUTDOWN_GRACE.
 */}}
 {{- define "readsync.podSpec" -}}
-serviceAccountName: {{ include "readsync.fullname" . }}
-automountServiceAccountToken: false
 {{- with .Values.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
@@ -68,7 +80,7 @@ image: {{ include "readsync.image" . }}
 imagePullPolicy: {{ .Values.image.pullPolicy }}
 envFrom:
   - configMapRef:
-      name: {{ include "readsync.fullname" . }}-config
+      name: {{ include "readsync.daemonName" . }}-config
 {{- end -}}
 
 {{- define "readsync.env" -}}
