@@ -392,3 +392,57 @@ func TestClusterRefusesSingleServerTables(t *testing.T) {
 		t.Errorf("tables after the refusal: %v, want the 6 single-server ones only", got)
 	}
 }
+
+// A database set up by release 9707b0b on 18.16 has schema version 2 and
+// views that join subqueries without aliases. Once its server is upgraded
+// to a current release, those views fail for every reader; migration 3
+// writes them again, and they answer with the server's default settings.
+func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
+	db := sinktest.New(t)
+	ch := openTest(t, db.DSN)
+	ctx := context.Background()
+	if err := ch.migrate(ctx, migrations()[:2]); err != nil {
+		t.Fatal(err)
+	}
+	// The views as that release wrote them: the same queries without the
+	// aliases, created as 18.16 took them.
+	legacy := sinktest.PreviousRelease(ctx, t, db.Conn)
+	unaliased := strings.NewReplacer(") AS l\n", ")\n", ") AS r USING", ") USING")
+	for _, v := range rollupViews(ch.ddl) {
+		old := view{v.name, unaliased.Replace(v.query)}
+		if old.query == v.query {
+			t.Fatalf("view %s: no alias to remove", v.name)
+		}
+		for _, q := range ch.ddl.replaceView(old) {
+			if err := db.Conn.Exec(legacy, q); err != nil {
+				t.Fatalf("%v\n%s", err, q)
+			}
+		}
+	}
+	read := func(v string) error {
+		rows, err := db.Conn.Query(ctx, "SELECT * FROM "+db.Table(v))
+		if err == nil {
+			err = rows.Close()
+		}
+		return err
+	}
+	if legacy != ctx { // a current release: the bug this migration mends
+		if err := read(latestView); err == nil {
+			t.Fatal("a view without aliases answers on this server with its defaults; the test shows nothing")
+		}
+		if err := ch.CheckViews(ctx); err == nil {
+			t.Error("CheckViews passes views the server refuses")
+		}
+	}
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rollupViews(ch.ddl) {
+		if err := read(v.name); err != nil {
+			t.Errorf("view %s after migration 3: %v", v.name, err)
+		}
+	}
+	if got := appliedIDs(t, db); !slices.Equal(got, builtinIDs()) {
+		t.Errorf("applied %v, want %v", got, builtinIDs())
+	}
+}

@@ -99,6 +99,18 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	defer conn.Close()
 	b := &bencher{conn: conn, o: o, db: "`" + o.database + "`"}
+	var release string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&release); err != nil {
+		return fmt.Errorf("ClickHouse server version: %w", err)
+	}
+	// The previous release's views join subqueries without aliases,
+	// which current servers take only with joined_subquery_requires_alias
+	// off; readsync's own queries run with the server's defaults.
+	if n, err := b.number(ctx, "SELECT count() FROM system.settings WHERE name = 'joined_subquery_requires_alias'"); err != nil {
+		return err
+	} else if n > 0 {
+		b.legacy = clickhouse.Settings{"joined_subquery_requires_alias": 0}
+	}
 
 	rows := uint64(o.projects) * uint64(o.messages) * uint64(o.days) * uint64(o.passesPerDay)
 	have, _ := b.number(ctx, "SELECT count() FROM "+b.db+".message_read_snapshots")
@@ -122,8 +134,8 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d projects × %d messages × %d days × %d passes a day = %d snapshot rows; median of %d runs (old views: %d)\n\n",
-		o.projects, o.messages, o.days, o.passesPerDay, rows, o.runs, o.oldRuns)
+	fmt.Fprintf(stdout, "ClickHouse %s: %d projects × %d messages × %d days × %d passes a day = %d snapshot rows; median of %d runs (old views: %d)\n\n",
+		release, o.projects, o.messages, o.days, o.passesPerDay, rows, o.runs, o.oldRuns)
 	fmt.Fprintf(stdout, "%-70s %10s %10s %8s\n", "query", "old ms", "new ms", "rows")
 	for _, q := range qs {
 		newMS, n, err := b.median(ctx, q.new, o.runs)
@@ -132,7 +144,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		}
 		old := "-"
 		if o.oldRuns > 0 && q.old != "" {
-			ms, _, err := b.median(ctx, q.old, o.oldRuns)
+			ms, _, err := b.median(b.legacyCtx(ctx), q.old, o.oldRuns)
 			if err != nil {
 				return fmt.Errorf("%s (old): %w", q.name, err)
 			}
@@ -177,6 +189,14 @@ type bencher struct {
 	inDB driver.Conn
 	o    options
 	db   string
+	// legacy are the settings under which the server takes the previous
+	// release's views: none on 18.16.
+	legacy clickhouse.Settings
+}
+
+// legacyCtx is ctx with the settings of legacy.
+func (b *bencher) legacyCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(b.legacy))
 }
 
 func (b *bencher) exec(ctx context.Context, q string) error {
@@ -212,7 +232,7 @@ func (b *bencher) generate(ctx context.Context, stderr io.Writer) error {
 		return err
 	}
 	for _, s := range old {
-		if err := b.exec(ctx, s); err != nil {
+		if err := b.exec(b.legacyCtx(ctx), s); err != nil {
 			return err
 		}
 	}
@@ -248,7 +268,7 @@ FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 A
 		for _, v := range []string{"message_read_latest", "project_read_daily"} {
 			s = strings.Replace(s, "`"+v+"`", "`old_"+v+"`", 1)
 		}
-		if err := b.exec(ctx, s); err != nil {
+		if err := b.exec(b.legacyCtx(ctx), s); err != nil {
 			return err
 		}
 	}
