@@ -244,7 +244,11 @@ const insertBlockRows = 4096
 
 func send[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) error {
 	n := len(rows)
-	ctx = c.syncInserts(ctx)
+	settings := c.insertSettings()
+	if s, _ := c.Server(ctx); s.DedupTokens() {
+		settings[settingDedupToken] = insertToken(t, rows)
+	}
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
 	q := fmt.Sprintf("INSERT INTO %s (%s)", c.ddl.table(t.name), t.columnList())
@@ -277,7 +281,17 @@ func (c *ClickHouse) syncInserts(ctx context.Context) context.Context {
 	if !c.ddl.clustered() {
 		return ctx
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
+	return clickhouse.Context(ctx, clickhouse.WithSettings(c.insertSettings()))
+}
+
+// insertSettings are the settings of every INSERT: in cluster mode,
+// insert_distributed_sync (see syncInserts).
+func (c *ClickHouse) insertSettings() clickhouse.Settings {
+	s := clickhouse.Settings{}
+	if c.ddl.clustered() {
+		s["insert_distributed_sync"] = 1
+	}
+	return s
 }
 
 func (c *ClickHouse) redact(err error) error { return redact(err, c.password) }

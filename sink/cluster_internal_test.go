@@ -138,7 +138,7 @@ func TestClusterMigrateRace(t *testing.T) {
 	for node, conn := range c.Conns {
 		c.SyncReplica(t, node, migrationsTable)
 		ids, err := queryColumn[uint32](context.Background(), conn, "SELECT DISTINCT id FROM "+c.Table(migrationsTable)+" ORDER BY id")
-		if want := append(builtinIDs(), 1000); err != nil || !slices.Equal(ids, want) {
+		if want := append(builtinIDs(t, c.DSNs[0]), 1000); err != nil || !slices.Equal(ids, want) {
 			t.Errorf("node %d: schema_migrations %v (%v), want %v", node, ids, err, want)
 		}
 		for _, table := range []string{"projects_local", "projects"} {

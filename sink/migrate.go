@@ -38,14 +38,20 @@ type migration struct {
 	// run is a step that needs Go: a check, a column added only when
 	// missing, a data fold run a partition at a time.
 	run func(ctx context.Context, m *migrator) error
+	// requires, when set, says whether the server has what the step
+	// needs. On a server without it the step is neither applied, nor
+	// recorded, nor pending: it waits, and applies at the first start
+	// after the server is upgraded.
+	requires func(Server) bool
 }
 
 // migrator is what a Go migration works with.
 type migrator struct {
-	ch   *ClickHouse
-	conn driver.Conn
-	ddl  ddl
-	log  *slog.Logger
+	ch     *ClickHouse
+	conn   driver.Conn
+	ddl    ddl
+	log    *slog.Logger
+	server Server
 }
 
 // exec runs one DDL statement. An answer that the object exists already
@@ -220,6 +226,11 @@ func (v SchemaVersion) Current() bool { return len(v.Pending) == 0 }
 // changing anything.
 func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaVersion, map[uint32]bool, error) {
 	v := SchemaVersion{}
+	server, err := c.Server(ctx)
+	if err != nil {
+		return v, nil, err
+	}
+	ms = applicable(ms, server)
 	if len(ms) > 0 {
 		v.Latest = ms[len(ms)-1].id
 	}
@@ -269,7 +280,12 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
 	ctx = c.syncInserts(ctx)
-	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log}
+	server, err := c.Server(ctx)
+	if err != nil {
+		return err
+	}
+	ms = applicable(ms, server)
+	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log, server: server}
 	for _, q := range []string{c.ddl.createDatabase(), c.ddl.createMigrationsTable()} {
 		if err := m.exec(ctx, q); err != nil {
 			return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
@@ -303,6 +319,17 @@ func (c *ClickHouse) apply(ctx context.Context, m *migrator, mig migration) erro
 		}
 	}
 	return nil
+}
+
+// applicable returns the steps of ms that server can apply.
+func applicable(ms []migration, server Server) []migration {
+	out := make([]migration, 0, len(ms))
+	for _, m := range ms {
+		if m.requires == nil || m.requires(server) {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // checkTopology makes sure, before any DDL, that the cluster exists and

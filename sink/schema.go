@@ -1,5 +1,7 @@
 package sink
 
+import "fmt"
+
 // migrations is the schema's history, oldest first: every database goes
 // through these steps in order, each once (see migration for the rules a
 // step follows). Append new steps; never change or remove one that has
@@ -33,6 +35,26 @@ func migrations() []migration {
 			var stmts []string
 			for _, v := range rollupViews(d) {
 				stmts = append(stmts, d.replaceView(v)...)
+			}
+			return stmts
+		}},
+		// Exactly once where the server can: every INSERT carries a token
+		// derived from its rows (dedup.go), and a table remembers the
+		// tokens of its last dedupWindow INSERTs, so that a spool entry
+		// replayed after its first attempt reached the server adds
+		// nothing. The rollups that materialized views fill need the
+		// window too: current servers check each view's block in its own
+		// target (deduplicate_blocks_in_dependent_materialized_views), by
+		// a token derived from the INSERT's. Replicated tables remember
+		// their INSERTs already; the others need the window, which 18.16
+		// lacks: there the step waits for the server's upgrade.
+		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: Server.DedupTokens, sql: func(d ddl) []string {
+			if d.clustered() {
+				return nil
+			}
+			var stmts []string
+			for _, t := range []string{projectsTable.name, messagesTable.name, snapshotsTable.name, runsTable.name, latestRollup, dailyRollup, snapshotRollup} {
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.table(t), settingDedupWindow, dedupWindow))
 			}
 			return stmts
 		}},
