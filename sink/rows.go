@@ -68,6 +68,9 @@ type Run struct {
 	Messages   uint64    `json:"messages"`
 	Status     string    `json:"status"`
 	Error      string    `json:"error"`
+	// Shard is the share of the names the process that ran the tick
+	// took ("i/n"), empty when it took every name.
+	Shard string `json:"shard"`
 }
 
 // Writer is where rows and run records are written: ClickHouse, or JSON

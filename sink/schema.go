@@ -1,6 +1,9 @@
 package sink
 
-import "fmt"
+import (
+	"context"
+	"fmt"
+)
 
 // migrations is the schema's history, oldest first: every database goes
 // through these steps in order, each once (see migration for the rules a
@@ -57,6 +60,15 @@ func migrations() []migration {
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.table(t), settingDedupWindow, dedupWindow))
 			}
 			return stmts
+		}},
+		// Every tick accounted for: sync_runs also records the ticks
+		// that did not run (skipped, missed) and the shard of each, and
+		// schedule_coverage counts them per schedule and day.
+		{id: 5, name: "schedule coverage", run: func(ctx context.Context, m *migrator) error {
+			if err := m.addColumn(ctx, runsTable.name, "shard", "String", "error"); err != nil {
+				return err
+			}
+			return m.exec(ctx, m.ddl.createView(coverageView, scheduleCoverage(m.ddl)))
 		}},
 	}
 }

@@ -163,6 +163,7 @@ var (
 			{"messages", "UInt64", func(r *Run) any { return r.Messages }},
 			{"status", "String", func(r *Run) any { return r.Status }},
 			{"error", "String", func(r *Run) any { return r.Error }},
+			{"shard", "String", func(r *Run) any { return r.Shard }},
 		},
 		layout: layout{
 			engine:      engine{"MergeTree", ""},

@@ -40,6 +40,11 @@ const (
 	StatusOK      = "ok"
 	StatusPartial = "partial"
 	StatusFailed  = "failed"
+	// StatusSkipped is a cron tick not run because the schedule's previous
+	// pass still ran; StatusMissed one not run because readsync was not
+	// running. Neither has a pass: their records account for the tick.
+	StatusSkipped = "skipped"
+	StatusMissed  = "missed"
 )
 
 // Defaults for Config fields left zero.
@@ -124,6 +129,9 @@ type Pass struct {
 	// SnapshotAt stamps every snapshot row; zero means the pass start. It is
 	// stored in UTC, whole seconds.
 	SnapshotAt time.Time
+	// Shard is the share of the schedule's names the process takes ("i/n"),
+	// recorded with the run; empty when it takes every name.
+	Shard string
 	// Progress, when set, is called each time a name is done, from the
 	// goroutine that fetched it: it must be safe for concurrent use.
 	Progress func(Progress)
@@ -240,6 +248,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 		NFTFailed:  uint64(len(w.failed)),
 		NFTOK:      uint64(len(names) - len(w.failed)),
 		Messages:   uint64(w.snapshots),
+		Shard:      p.Shard,
 	}
 	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled, st.spoolCause)
 	logCutOff(ctx, w.failed, snapshotAt, log)
@@ -254,6 +263,20 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 		return rep, fmt.Errorf("record run %s: %w", runID, err)
 	}
 	return rep, nil
+}
+
+// RecordTick stores the record of a tick that ran no pass (StatusSkipped
+// or StatusMissed) as a pass stores its own: in the sink, else in the
+// spool.
+func (s *Syncer) RecordTick(ctx context.Context, r sink.Run) error {
+	if r.RunID == "" {
+		r.RunID = uuid.Must(uuid.NewV7()).String()
+	}
+	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: s.cfg.Logger}
+	if _, err := st.recordRun(ctx, r); err != nil {
+		return fmt.Errorf("record %s tick %s of schedule %q: %w", r.Status, r.SnapshotAt.Format(time.RFC3339), r.Schedule, err)
+	}
+	return nil
 }
 
 // fetchAll fetches names with bounded concurrency, handing their rows to

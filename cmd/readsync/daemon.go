@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -75,20 +76,33 @@ func (a *app) daemon(ctx context.Context) int {
 		a.flushLoop(ctx, st)
 	}()
 
+	// Every tick is accounted for in sync_runs: those nobody ran while
+	// readsync was down are recorded before the first new one.
+	a.recordMissedTicks(ctx, st, schedules, sh)
+
 	cl := cronLogger{a.log}
 	c := cron.New(
 		cron.WithLocation(time.UTC),
 		cron.WithParser(sync.CronParser()),
 		cron.WithLogger(cl),
-		cron.WithChain(cron.Recover(cl), cron.SkipIfStillRunning(cl)),
+		cron.WithChain(cron.Recover(cl)),
 	)
 	names := make(map[cron.EntryID]string, len(a.cfg.Schedules))
 	for _, s := range schedules {
 		var id cron.EntryID
+		// One pass of a schedule at a time: a tick that finds the
+		// previous pass still running is skipped, and recorded as such.
+		var running atomic.Bool
 		// The job reads its own entry to learn the tick it was started for;
 		// the scheduler has recorded it by the time the job can ask.
 		id = c.Schedule(s.Spec, cron.FuncJob(func() {
-			a.cronPass(passCtx, syncer, s, c.Entry(id).Prev)
+			tick := c.Entry(id).Prev
+			if !running.CompareAndSwap(false, true) {
+				a.skippedTick(passCtx, syncer, s, tick)
+				return
+			}
+			defer running.Store(false)
+			a.cronPass(passCtx, syncer, s, tick)
 		}))
 		names[id] = s.Name
 	}
@@ -225,6 +239,7 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 		Schedule:   s.Name,
 		Trigger:    sync.TriggerCron,
 		SnapshotAt: tick,
+		Shard:      shardLabel(sh),
 	})
 	if err != nil {
 		a.log.Error("pass could not be recorded", "schedule", s.Name, "err", err)
@@ -235,11 +250,6 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 type cronLogger struct{ log *slog.Logger }
 
 func (l cronLogger) Info(msg string, kv ...any) {
-	if msg == "skip" {
-		// SkipIfStillRunning's only message: a tick that was not run.
-		l.log.Warn("pass skipped: the previous pass of this schedule is still running", kv...)
-		return
-	}
 	// The scheduler reports every wake-up at info; that is debug detail here.
 	l.log.Debug("cron: "+msg, kv...)
 }
