@@ -53,7 +53,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"message_read_snapshots_local": "ReplicatedReplacingMergeTree", "sync_runs_local": "ReplicatedMergeTree",
 				"projects": "Distributed", "messages": "Distributed", "message_read_snapshots": "Distributed", "sync_runs": "Distributed",
 				"message_read_latest": "View", "project_read_daily": "View", "schema_migrations": "ReplicatedReplacingMergeTree",
-				"project_read_snapshots": "View", "project_read_day_rollup_local": "ReplicatedAggregatingMergeTree",
+				"project_read_snapshots": "View", "schedule_coverage": "View", "project_read_day_rollup_local": "ReplicatedAggregatingMergeTree",
 				"project_read_day_rollup": "Distributed", "project_read_snapshot_rollup_folds_local": "ReplicatedReplacingMergeTree",
 				"project_read_snapshot_rollup_folds": "Distributed",
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,9 @@ func TestOverrunningPassRecordsSkippedTick(t *testing.T) {
 		return err == nil && n > 0
 	}, log.String)
 	stop()
+	if !strings.Contains(log.String(), `"level":"WARN","msg":"pass skipped: the previous pass of this schedule is still running","schedule":"fast"`) {
+		t.Errorf("the skipped tick is not logged as a warning:\n%s", log.String())
+	}
 	c := coverage(t, f, "fast")
 	if c[3] == 0 || c[1]+c[3] > c[0] {
 		t.Errorf("schedule_coverage due, run, ok, skipped, missed = %v: want skipped ticks among those due", c)
