@@ -452,3 +452,32 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 		t.Errorf("applied %v, want %v", got, builtinIDs(t, db.DSN))
 	}
 }
+
+// A migration the server rejects is a refusal, not an outage: the error
+// names the step, sink.Refused says what to do, and the step is not
+// recorded, so the next start tries it again.
+func TestRejectedMigrationIsARefusal(t *testing.T) {
+	db := sinktest.New(t)
+	ch := openTest(t, db.DSN)
+	ctx := context.Background()
+	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d ddl) []string {
+		return []string{"CREATE VIEW IF NOT EXISTS " + d.table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
+	}}
+	err := ch.migrate(ctx, append(migrations(), bad))
+	if err == nil {
+		t.Fatal("the server took a view of an unknown function")
+	}
+	if !strings.Contains(err.Error(), `migration 1001 "a view this server rejects": `) {
+		t.Errorf("error does not name the step: %v", err)
+	}
+	if fix, ok := Refused(err); !ok || !strings.Contains(fix, "does not accept a statement of readsync's") {
+		t.Errorf("Refused(%v) = %q, %v; want a refusal naming the dialect", err, fix, ok)
+	}
+	if slices.Contains(appliedIDs(t, db), 1001) {
+		t.Error("the rejected step was recorded")
+	}
+	// An outage is not a refusal.
+	if _, ok := Refused(errors.New("dial tcp 127.0.0.1:9000: connect: connection refused")); ok {
+		t.Error("a refused connection counts as a refusal")
+	}
+}
