@@ -251,9 +251,8 @@ cmd_lacks() {
 	if [[ -n "${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]]; then
 		echo "${READSYNC_TEST_CLICKHOUSE_LACKS:-}"
 	elif [[ "$RELEASE" == current ]]; then
-		# chDB's build aborts on a failed native login, and on a connection
-		# reset while it logs a client in.
-		echo survives-failed-login,survives-broken-connections
+		# chDB's build aborts on a failed native login.
+		echo survives-failed-login
 	else
 		echo
 	fi

@@ -16,17 +16,17 @@ import (
 func TestRefusalIsNotAnOutage(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		dsn  func(f *fixture) string
+		dsn  func(t *testing.T, f *fixture) string
 		fix  string
 	}{
-		{"user without DDL rights", func(f *fixture) string { return f.db.ReaderDSN(t) }, "lacks a right readsync needs"},
-		{"a setting the server does not know", func(f *fixture) string { return f.db.DSN + "?readsync_no_such_setting=1" }, "the server does not know a setting"},
+		{"user without DDL rights", func(t *testing.T, f *fixture) string { return f.db.ReaderDSN(t) }, "lacks a right readsync needs"},
+		{"a setting the server does not know", func(_ *testing.T, f *fixture) string { return f.db.DSN + "?readsync_no_such_setting=1" }, "the server does not know a setting"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			projects := apitest.Generate(4, 3, 21)
 			f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
 			good := f.env["READSYNC_CLICKHOUSE_DSN"]
-			f.env["READSYNC_CLICKHOUSE_DSN"] = tc.dsn(f)
+			f.env["READSYNC_CLICKHOUSE_DSN"] = tc.dsn(t, f)
 
 			code, _, stderr := f.run(t, "--backfill")
 			if code != exitSpooled {

@@ -29,7 +29,6 @@ type Proxy struct {
 // it is closed when the test ends.
 func (d *DB) NewProxy(t testing.TB) *Proxy {
 	t.Helper()
-	Require(t, SurvivesBrokenConnections)
 	u, err := url.Parse(d.DSN)
 	if err != nil {
 		t.Fatal(err)

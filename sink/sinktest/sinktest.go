@@ -60,13 +60,6 @@ type Capability string
 // test.
 const SurvivesFailedLogin Capability = "survives-failed-login"
 
-// SurvivesBrokenConnections: the server goes on serving when a client's
-// connection breaks at any moment. The same build aborts when a
-// connection is reset while it logs the client in, which a Proxy that is
-// taken down breaks at a moment no test controls; tests that take a
-// Proxy down run only where the server survives that.
-const SurvivesBrokenConnections Capability = "survives-broken-connections"
-
 // Require skips t when the test server lacks c, as EnvLacks says. It is
 // the one place a test is skipped for what a server cannot do.
 func Require(t testing.TB, c Capability) {
