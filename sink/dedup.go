@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
+	"io"
 	"math"
 	"time"
 )
@@ -28,56 +29,61 @@ const dedupWindow = 1000
 // give another token. The digest is part of the contract with databases
 // written by earlier releases: it must not change for the same rows.
 func insertToken[R any](t *table[R], rows []R) string {
-	h := sha256.New()
-	writeString(h, t.name)
+	w := tokenWriter{h: sha256.New()}
+	w.string(t.name)
 	for i := range rows {
 		for _, c := range t.columns {
-			writeValue(h, c.value(&rows[i]))
+			w.value(c.value(&rows[i]))
 		}
 	}
-	return "readsync-v1-" + hex.EncodeToString(h.Sum(nil))
+	return "readsync-v1-" + hex.EncodeToString(w.h.Sum(nil))
 }
 
-// writeValue writes v into h unambiguously: fixed-width numbers, strings
-// with their length first. It reports false for a type it has no encoding
-// of its own for, written by its printed form.
-func writeValue(h hash.Hash, v any) bool {
-	var b [8]byte
+// tokenWriter writes values into a digest unambiguously: fixed-width
+// numbers, strings with their length first. One buffer serves every
+// number, so that a batch's token costs no allocation per value.
+type tokenWriter struct {
+	h   hash.Hash
+	buf [8]byte
+}
+
+func (w *tokenWriter) uint64(x uint64) {
+	binary.BigEndian.PutUint64(w.buf[:], x)
+	w.h.Write(w.buf[:])
+}
+
+func (w *tokenWriter) string(s string) {
+	w.uint64(uint64(len(s)))
+	io.WriteString(w.h, s)
+}
+
+// value writes v. It reports false for a type it has no encoding of its
+// own for, written by its printed form.
+func (w *tokenWriter) value(v any) bool {
 	switch x := v.(type) {
 	case int64:
-		binary.BigEndian.PutUint64(b[:], uint64(x))
+		w.uint64(uint64(x))
 	case uint64:
-		binary.BigEndian.PutUint64(b[:], x)
+		w.uint64(x)
 	case uint8:
-		binary.BigEndian.PutUint64(b[:], uint64(x))
+		w.uint64(uint64(x))
 	case float64:
-		binary.BigEndian.PutUint64(b[:], math.Float64bits(x))
+		w.uint64(math.Float64bits(x))
 	case time.Time:
 		// DateTime columns hold whole seconds.
-		binary.BigEndian.PutUint64(b[:], uint64(x.Unix()))
+		w.uint64(uint64(x.Unix()))
 	case string:
-		writeString(h, x)
-		return true
+		w.string(x)
 	case []string:
-		binary.BigEndian.PutUint64(b[:], uint64(len(x)))
-		h.Write(b[:])
+		w.uint64(uint64(len(x)))
 		for _, s := range x {
-			writeString(h, s)
+			w.string(s)
 		}
-		return true
 	default:
 		// Unambiguous enough for a type added later; a test holds every
 		// column of today's tables to the cases above.
-		writeString(h, fmt.Sprintf("%T=%v", v, v))
+		w.string(fmt.Sprintf("%T=%v", v, v))
 		return false
 	}
-	h.Write(b[:])
 	return true
-}
-
-func writeString(h hash.Hash, s string) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(len(s)))
-	h.Write(b[:])
-	h.Write([]byte(s))
 }
