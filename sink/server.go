@@ -39,7 +39,7 @@ const (
 	settingDedupWindow = "non_replicated_deduplication_window"
 )
 
-// OldestTested is the oldest ClickHouse release the tests run on; readsync
+// oldestTested is the oldest ClickHouse release the tests run on; readsync
 // warns about an older server, whose SQL dialect it has never been run
 // against.
 var oldestTested = proto.Version{Major: 18, Minor: 16, Patch: 1}
