@@ -56,8 +56,6 @@ esac
 # The chDB build of the current release, pinned: its engine is ClickHouse 26.7.2.1.
 CHDB_PACKAGE="@chdb/lib-linux-x64-gnu@26.7.3-stable.1"
 CHDB_DIR="$REPO/.tmp/chdb-26.7.3-stable.1"
-# ZooKeeper of scripts/cluster.sh, which the current release's DDL check cluster uses.
-ZK_PORT=12181
 DSN="clickhouse://default:@127.0.0.1:${TCP_PORT}/default"
 START_TIMEOUT=60
 
@@ -123,12 +121,7 @@ write_current_config() {
 		        <errorlog>${STATE_DIR}/log/clickhouse-server.err.log</errorlog>
 		    </logger>
 		    <users_config>${STATE_DIR}/users.xml</users_config>
-		    <zookeeper>
-		        <node>
-		            <host>127.0.0.1</host>
-		            <port>${ZK_PORT}</port>
-		        </node>
-		    </zookeeper>
+		$(zookeeper_xml)
 		    <remote_servers>
 		        <readsync_ddl_check>
 		            <shard>

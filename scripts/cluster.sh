@@ -40,7 +40,6 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/server.sh"
 
 STATE_DIR="${READSYNC_CLUSTER_DIR:-$REPO/.tmp/cluster}"
-ZK_PORT=12181
 ZK_DIR="$STATE_DIR/zookeeper"
 START_TIMEOUT=90
 NODES=(1 2)
@@ -148,12 +147,7 @@ write_node_config() {
 		    <interserver_http_port>$(interserver_port "$n")</interserver_http_port>
 		    <interserver_http_host>127.0.0.1</interserver_http_host>
 		    <uncompressed_cache_size>67108864</uncompressed_cache_size>
-		    <zookeeper>
-		        <node>
-		            <host>127.0.0.1</host>
-		            <port>${ZK_PORT}</port>
-		        </node>
-		    </zookeeper>
+		$(zookeeper_xml)
 		    <remote_servers>
 		        <readsync_replicated>
 		            <shard>

@@ -150,10 +150,6 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	if _, err := c.Server(ctx); err != nil {
-		c.migrateErr = err
-		return err
-	}
 	if err := c.migrate(ctx, migrations()); err != nil {
 		c.migrateErr = c.redact(err)
 		return c.migrateErr

@@ -47,11 +47,10 @@ type migration struct {
 
 // migrator is what a Go migration works with.
 type migrator struct {
-	ch     *ClickHouse
-	conn   driver.Conn
-	ddl    ddl
-	log    *slog.Logger
-	server Server
+	ch   *ClickHouse
+	conn driver.Conn
+	ddl  ddl
+	log  *slog.Logger
 }
 
 // exec runs one DDL statement. An answer that the object exists already
@@ -223,8 +222,9 @@ type SchemaVersion struct {
 func (v SchemaVersion) Current() bool { return len(v.Pending) == 0 }
 
 // schemaVersion reads what migrations the database has had, without
-// changing anything.
-func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaVersion, map[uint32]bool, error) {
+// changing anything, and returns the steps of ms still to apply on this
+// server, in order.
+func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaVersion, []migration, error) {
 	v := SchemaVersion{}
 	server, err := c.Server(ctx)
 	if err != nil {
@@ -251,12 +251,14 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 	} else {
 		v.Adopt = slices.Contains(tables, projectsTable.name)
 	}
+	var pending []migration
 	for _, m := range ms {
 		if !applied[m.id] {
+			pending = append(pending, m)
 			v.Pending = append(v.Pending, fmt.Sprintf("%d %q", m.id, m.name))
 		}
 	}
-	return v, applied, nil
+	return v, pending, nil
 }
 
 // migrate applies the migrations of ms not yet recorded, in order. When
@@ -264,7 +266,7 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 // statement waits for every host, and a replica that is down must not stop
 // a process from starting.
 func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
-	v, applied, err := c.schemaVersion(ctx, ms)
+	v, pending, err := c.schemaVersion(ctx, ms)
 	if err != nil {
 		return err
 	}
@@ -280,21 +282,13 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
 	ctx = c.syncInserts(ctx)
-	server, err := c.Server(ctx)
-	if err != nil {
-		return err
-	}
-	ms = applicable(ms, server)
-	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log, server: server}
+	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log}
 	for _, q := range []string{c.ddl.createDatabase(), c.ddl.createMigrationsTable()} {
 		if err := m.exec(ctx, q); err != nil {
 			return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 		}
 	}
-	for _, mig := range ms {
-		if applied[mig.id] {
-			continue
-		}
+	for _, mig := range pending {
 		start := time.Now()
 		c.log.Info("applying migration", "migration", mig.id, "name", mig.name)
 		if err := c.apply(ctx, m, mig); err != nil {

@@ -16,24 +16,36 @@ func (c *ClickHouse) RecordRuns(ctx context.Context, runs []Run) error {
 	return insert(ctx, c, &runsTable, runs)
 }
 
-// LastTick returns the latest tick of the schedule that a daemon recorded
+// LastTicks returns, per schedule, the latest tick a daemon recorded
 // (trigger cron) for the shard of the given index, or, with index -1, for
-// an unsharded daemon; the zero time when there is none.
-func (c *ClickHouse) LastTick(ctx context.Context, schedule string, index int) (time.Time, error) {
+// an unsharded daemon. A schedule without one is absent.
+func (c *ClickHouse) LastTicks(ctx context.Context, index int) (map[string]time.Time, error) {
 	if err := c.ensureSchema(ctx); err != nil {
-		return time.Time{}, err
+		return nil, err
 	}
 	shard := "shard = ''"
 	if index >= 0 {
 		shard = "splitByChar('/', shard)[1] = " + quoteString(strconv.Itoa(index))
 	}
-	q := fmt.Sprintf("SELECT toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND schedule = ? AND %s", c.ddl.table(runsTable.name), shard)
-	var last uint32
-	if err := c.conn.QueryRow(ctx, q, schedule).Scan(&last); err != nil {
-		return time.Time{}, c.redact(fmt.Errorf("last recorded tick of schedule %q: %w", schedule, err))
+	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.ddl.table(runsTable.name), shard)
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
 	}
-	if last == 0 {
-		return time.Time{}, nil
+	defer rows.Close()
+	last := map[string]time.Time{}
+	for rows.Next() {
+		var (
+			schedule string
+			at       uint32
+		)
+		if err := rows.Scan(&schedule, &at); err != nil {
+			return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
+		}
+		last[schedule] = time.Unix(int64(at), 0).UTC()
 	}
-	return time.Unix(int64(last), 0).UTC(), nil
+	if err := rows.Err(); err != nil {
+		return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
+	}
+	return last, nil
 }

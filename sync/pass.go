@@ -228,7 +228,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log := s.cfg.Logger.With("run_id", runID, "schedule", p.Schedule, "trigger", p.Trigger)
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
-	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
+	st := s.newStore(log)
 	w := newWriter(ctx, st, s.cfg.BatchRows, log)
 	var flusher gosync.WaitGroup
 	flusher.Go(w.run)
@@ -265,6 +265,12 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	return rep, nil
 }
 
+// newStore is how a pass, or a tick that ran none, writes: the sink, with
+// the configured attempts, then the spool.
+func (s *Syncer) newStore(log *slog.Logger) *store {
+	return &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
+}
+
 // RecordTick stores the record of a tick that ran no pass (StatusSkipped
 // or StatusMissed) as a pass stores its own: in the sink, else in the
 // spool.
@@ -272,7 +278,7 @@ func (s *Syncer) RecordTick(ctx context.Context, r sink.Run) error {
 	if r.RunID == "" {
 		r.RunID = uuid.Must(uuid.NewV7()).String()
 	}
-	st := &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: s.cfg.Logger}
+	st := s.newStore(s.cfg.Logger)
 	if _, err := st.recordRun(ctx, r); err != nil {
 		return fmt.Errorf("record %s tick %s of schedule %q: %w", r.Status, r.SnapshotAt.Format(time.RFC3339), r.Schedule, err)
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"sync/atomic"
+	gosync "sync"
 	"time"
 
 	"github.com/readsync/readsync/sink"
@@ -22,7 +22,8 @@ const (
 // looks fine from the passes alone; this is what says that nothing
 // arrives. Safe for concurrent use.
 type delivery struct {
-	last atomic.Pointer[deliveryState]
+	mu   gosync.Mutex
+	last deliveryState
 }
 
 type deliveryState struct {
@@ -35,32 +36,23 @@ type deliveryState struct {
 
 // observe records the outcome of an attempt.
 func (d *delivery) observe(err error) {
-	for {
-		old := d.last.Load()
-		next := deliveryState{}
-		if old != nil {
-			next = *old
-		}
-		switch _, refused := sink.Refused(err); {
-		case err == nil:
-			next.at, next.state, next.err = time.Now(), deliveryOK, nil
-		case refused:
-			next.state, next.err = deliveryRefused, err
-		default:
-			next.state, next.err = deliveryUnavailable, err
-		}
-		if d.last.CompareAndSwap(old, &next) {
-			return
-		}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch _, refused := sink.Refused(err); {
+	case err == nil:
+		d.last = deliveryState{at: time.Now(), state: deliveryOK}
+	case refused:
+		d.last.state, d.last.err = deliveryRefused, err
+	default:
+		d.last.state, d.last.err = deliveryUnavailable, err
 	}
 }
 
 // state returns the last outcome.
 func (d *delivery) state() deliveryState {
-	if s := d.last.Load(); s != nil {
-		return *s
-	}
-	return deliveryState{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.last
 }
 
 // describeDBError says what went wrong with ClickHouse: when the server

@@ -62,14 +62,14 @@ func (a *app) recordMissedTicks(ctx context.Context, st stores, schedules []sync
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	now := time.Now().UTC()
+	lastTicks, err := st.ch.LastTicks(ctx, a.shardIndex(sh))
+	if err != nil {
+		a.log.Warn("cannot tell which ticks were missed while readsync was not running; they stay unrecorded", "err", err)
+		return
+	}
 	for _, s := range schedules {
-		last, err := st.ch.LastTick(ctx, s.Name, a.shardIndex(sh))
-		if err != nil {
-			a.log.Warn("cannot tell which ticks were missed while readsync was not running; they stay unrecorded",
-				"schedule", s.Name, "err", err)
-			continue
-		}
-		if last.IsZero() {
+		last, ok := lastTicks[s.Name]
+		if !ok {
 			continue
 		}
 		ticks, dropped := missedTicks(s.Spec, last, now, maxMissedTicks)

@@ -13,6 +13,15 @@ SCRIPT="$(basename "$0")"
 # shellcheck disable=SC2034 # read by the sourcing script
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 
+# ZK_PORT is the client port of the ZooKeeper scripts/cluster.sh runs, which
+# the cluster's nodes and the current release's DDL check cluster use.
+ZK_PORT=12181
+
+# zookeeper_xml: the <zookeeper> section of a server config for that ZooKeeper.
+zookeeper_xml() {
+	printf '<zookeeper><node><host>127.0.0.1</host><port>%s</port></node></zookeeper>' "$ZK_PORT"
+}
+
 log() { printf '%s: %s\n' "$SCRIPT" "$*" >&2; }
 die() { log "$@"; exit 1; }
 
