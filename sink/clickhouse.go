@@ -206,8 +206,11 @@ func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 		return err
 	}
 	// Part of the write: when it fails, the batch is written again or
-	// spooled, and the next try refreshes the same days.
-	return c.refreshDays(ctx, b.Snapshots)
+	// spooled, and the next try refreshes the same days and gains.
+	if err := c.refreshDays(ctx, b.Snapshots); err != nil {
+		return err
+	}
+	return c.refreshGains(ctx, b.Snapshots, b.Schedule)
 }
 
 // RecordRun inserts one row into sync_runs.

@@ -142,6 +142,10 @@ type history struct {
 	deleted map[[2]int64]bool
 }
 
+// historySchedule is the schedule whose ticks history's passes run.
+const historySchedule = "every-4h"
+
+
 const (
 	historyProjects = 4
 	historyMessages = 6
@@ -185,8 +189,11 @@ func (h *history) fetch(p int64, at time.Time, v uint64) sink.Batch {
 }
 
 // pass fetches every project at at, writing the rows in batches that
-// split projects between INSERTs, as a large pass does.
+// split projects between INSERTs, as a large pass does, and records the
+// tick.
 func (h *history) pass(at time.Time) {
+	h.t.Helper()
+	defer h.recordTick(at, "ok")
 	var all sink.Batch
 	for p := int64(1); p <= historyProjects; p++ {
 		f := h.fetch(p, at, h.nextVersion())
@@ -197,10 +204,20 @@ func (h *history) pass(at time.Time) {
 	split := 7 // not a multiple of a project's rows
 	for len(all.Snapshots) > 0 {
 		n := min(split, len(all.Snapshots))
-		h.write(&sink.Batch{Snapshots: all.Snapshots[:n]})
+		h.write(&sink.Batch{Snapshots: all.Snapshots[:n], Schedule: historySchedule})
 		all.Snapshots = all.Snapshots[n:]
 	}
-	h.write(&sink.Batch{Projects: all.Projects, Messages: all.Messages})
+	h.write(&sink.Batch{Projects: all.Projects, Messages: all.Messages, Schedule: historySchedule})
+}
+
+// recordTick records a tick of historySchedule at at with status.
+func (h *history) recordTick(at time.Time, status string) {
+	h.t.Helper()
+	r := sink.Run{RunID: fmt.Sprintf("%s-%d-%d", status, at.Unix(), h.nextVersion()), Schedule: historySchedule, Trigger: "cron",
+		SnapshotAt: at, StartedAt: at, FinishedAt: at, Status: status}
+	if err := h.ch.RecordRun(context.Background(), r); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func (h *history) write(b *sink.Batch) {
@@ -216,9 +233,22 @@ func (h *history) write(b *sink.Batch) {
 func (h *history) generate(redeliver bool) {
 	day0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var spooled []sink.Batch
+	// A message sent mid-history, listed from tick 8 on.
+	h.deleted[[2]int64{2, 5}] = true
 	for i := 0; i < 18; i++ {
 		at := day0.Add(time.Duration(i) * 4 * time.Hour)
 		switch i {
+		case 4:
+			// A message not listed for a while, from day 0 to day 2.
+			h.deleted[[2]int64{3, 3}] = true
+		case 8:
+			delete(h.deleted, [2]int64{2, 5})
+		case 13:
+			// A tick missed: readsync was down.
+			h.recordTick(at, "missed")
+			continue
+		case 15:
+			delete(h.deleted, [2]int64{3, 3})
 		case 3:
 			// The same tick run twice: the second run's rows are newer
 			// versions of the same keys.
@@ -231,6 +261,7 @@ func (h *history) generate(redeliver bool) {
 			for p := int64(1); p <= historyProjects; p++ {
 				spooled = append(spooled, h.fetch(p, at, h.nextVersion()))
 			}
+			h.recordTick(at, "ok")
 			continue
 		case 7:
 			// A retried list: the failed attempt streamed part of the
@@ -419,6 +450,7 @@ func TestFoldPreviousRelease(t *testing.T) {
 
 	createBruteForceViews(t, db)
 	assertViewsEqualBruteForce(t, db, 2, allViews...)
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
 
 	// A second start finds the rollups current and folds nothing again.
 	logs.Reset()
@@ -441,6 +473,7 @@ func TestFoldPreviousRelease(t *testing.T) {
 		t.Fatalf("the step did not run again:\n%s", logs.String())
 	}
 	assertViewsEqualBruteForce(t, db, 2, allViews...)
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
 }
 
 // insertDirect writes a batch's rows with INSERTs of their own, as

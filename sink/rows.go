@@ -89,6 +89,10 @@ type Batch struct {
 	Projects  []Project
 	Messages  []Message
 	Snapshots []Snapshot
+	// Schedule names the schedule whose pass fetched the rows, empty for
+	// a backfill: reads gained count the ticks of the schedule that gave
+	// a project no snapshot. Spool entries of earlier releases have none.
+	Schedule string `json:",omitempty"`
 }
 
 // Len is the number of rows in the batch.

@@ -70,5 +70,9 @@ func migrations() []migration {
 			}
 			return m.exec(ctx, m.ddl.createView(coverageView, scheduleCoverage(m.ddl)))
 		}},
+		// Reads gained per project and snapshot, and per day, computed
+		// as readsync writes (gains.go); the history written before is
+		// folded in here.
+		{id: 6, name: "reads gained", run: migrateGains},
 	}
 }

@@ -202,10 +202,10 @@ func TestClusterStatementsOnOneServer(t *testing.T) {
 	if err := db.Conn.QueryRow(context.Background(), "SELECT count(), countIf(engine LIKE 'Replicated%') FROM system.tables WHERE database = ?", db.Name).Scan(&created, &replicated); err != nil {
 		t.Fatal(err)
 	}
-	// schema_migrations, 4 data and 4 rollup tables and the folds, each
+	// schema_migrations, 4 data and 6 rollup tables and the folds, each
 	// replicated; a Distributed table over each but schema_migrations;
-	// 3 materialized views and 4 views.
-	if created != 26 || replicated != 10 {
-		t.Errorf("%d objects, %d replicated, want 26 and 10", created, replicated)
+	// 4 materialized views and 6 views.
+	if created != 33 || replicated != 12 {
+		t.Errorf("%d objects, %d replicated, want 33 and 12", created, replicated)
 	}
 }

@@ -211,3 +211,67 @@ FROM
 )
 GROUP BY schedule, day`, d.table(runsTable.name))
 }
+
+// gainsPerSnapshot selects, per project and snapshot, the values of the
+// refresh with the highest key (see gains.go), as the tuple g: previous
+// snapshot time, messages, new messages, reads gained, missed ticks.
+func gainsPerSnapshot(d ddl) string {
+	return fmt.Sprintf(`SELECT
+    project_id,
+    snapshot_at,
+    argMax((gain_prev_at, gain_messages, gain_new_messages, gain_reads, gain_missed_ticks), gain_key) AS g
+FROM %s
+GROUP BY project_id, snapshot_at`, d.table(gainsRollup))
+}
+
+// projectReadGains is project_read_gains: per project and snapshot, the
+// reads its messages gained since each one's previous snapshot, and
+// whether the interval spans ticks that gave the project nothing.
+func projectReadGains(d ddl) string {
+	snaps := `SELECT
+    project_id,
+    snapshot_at,
+    if(toUInt32(tupleElement(g, 1)) = 0, NULL, tupleElement(g, 1)) AS prev_snapshot_at,
+    tupleElement(g, 2) AS messages,
+    tupleElement(g, 3) AS new_messages,
+    tupleElement(g, 4) AS reads_gained,
+    tupleElement(g, 5) AS missed_ticks
+FROM
+(
+` + indent(gainsPerSnapshot(d)) + `
+)`
+	return "SELECT snapshot_at, project_id, nft, project_name, prev_snapshot_at, messages, new_messages, reads_gained, missed_ticks\nFROM " + withProject(d, snaps)
+}
+
+// projectReadDailyGains is project_read_daily_gains: the gains of a
+// project's snapshots summed per UTC day. An interval counts on the day of
+// the snapshot that ends it, its missed ticks too.
+func projectReadDailyGains(d ddl) string {
+	days := `SELECT
+    project_id,
+    day,
+    count() AS snapshots,
+    sum(snapshot_new) AS new_messages,
+    sum(snapshot_reads) AS reads_gained,
+    sum(snapshot_missed) AS missed_ticks
+FROM
+(
+    SELECT
+        project_id,
+        toDate(snapshot_at, 'UTC') AS day,
+        tupleElement(g, 3) AS snapshot_new,
+        tupleElement(g, 4) AS snapshot_reads,
+        tupleElement(g, 5) AS snapshot_missed
+    FROM
+    (
+` + indent(indent(gainsPerSnapshot(d))) + `
+    )
+)
+GROUP BY project_id, day`
+	return "SELECT day, project_id, nft, project_name, snapshots, new_messages, reads_gained, missed_ticks\nFROM " + withProject(d, days)
+}
+
+// gainsViews are the views of reads gained, as migration 6 creates them.
+func gainsViews(d ddl) []view {
+	return []view{{gainsView, projectReadGains(d)}, {dailyGainsView, projectReadDailyGains(d)}}
+}

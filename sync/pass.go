@@ -229,7 +229,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
 	st := s.newStore(log)
-	w := newWriter(ctx, st, s.cfg.BatchRows, log)
+	w := newWriter(ctx, st, s.cfg.BatchRows, p.Schedule, log)
 	var flusher gosync.WaitGroup
 	flusher.Go(w.run)
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)

@@ -218,7 +218,9 @@ type writer struct {
 	ctx   context.Context
 	store *store
 	limit int
-	log   *slog.Logger
+	// schedule is the pass's, which every batch carries (sink.Batch).
+	schedule string
+	log      *slog.Logger
 
 	mu    gosync.Mutex // guards batch, held and names; held while waiting for room
 	batch *sink.Batch
@@ -241,13 +243,14 @@ type fullBatch struct {
 	names []string
 }
 
-func newWriter(ctx context.Context, st *store, limit int, log *slog.Logger) *writer {
+func newWriter(ctx context.Context, st *store, limit int, schedule string, log *slog.Logger) *writer {
 	w := &writer{
 		ctx:       ctx,
+		schedule:  schedule,
 		store:     st,
 		limit:     limit,
 		log:       log,
-		batch:     &sink.Batch{},
+		batch:     &sink.Batch{Schedule: schedule},
 		names:     make(map[string]struct{}),
 		full:      make(chan fullBatch),
 		failedSet: make(map[string]bool),
@@ -291,7 +294,7 @@ func (w *writer) handOff() {
 	}
 	clear(w.names)
 	w.full <- fullBatch{b: w.batch, names: names}
-	w.batch, w.held = &sink.Batch{}, 0
+	w.batch, w.held = &sink.Batch{Schedule: w.schedule}, 0
 }
 
 // close hands over what is left and ends run once it is stored. Nothing

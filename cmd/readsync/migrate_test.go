@@ -14,15 +14,15 @@ import (
 // insert deduplication tokens, which 18.16 lacks.
 func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	t.Helper()
-	const last = `5 "schedule coverage"`
+	const last = `5 "schedule coverage", 6 "reads gained"`
 	pending := `1 "create tables and views", 2 "dashboard rollups", 3 "views in the form current releases accept", `
 	var n uint64
 	f.query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
 		"(SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window')", &n)
 	if n == 0 {
-		return 5, pending + last
+		return 6, pending + last
 	}
-	return 5, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
+	return 6, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
 }
 
 // --check reports a pending schema without creating anything; --migrate
@@ -49,10 +49,11 @@ func TestMigrateFlag(t *testing.T) {
 	}
 	var tables uint64
 	f.query(t, "SELECT count() FROM system.tables WHERE database = '"+f.db.Name+"'", &tables)
-	// Four tables, four views, schema_migrations; three rollups with their
-	// materialized views, the day rollup and the record of folds.
-	if tables != 17 {
-		t.Errorf("%d tables and views after --migrate, want 17", tables)
+	// Four tables, six views, schema_migrations; four rollups with their
+	// materialized views, the day and gains rollups and the record of
+	// folds.
+	if tables != 22 {
+		t.Errorf("%d tables and views after --migrate, want 22", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
 	if code != exitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {

@@ -1,0 +1,756 @@
+package sink
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reads gained: how many reads a project's messages gained at each
+// snapshot, since each message's previous snapshot. A message counts at a
+// snapshot with its newest write there (the highest version), like in
+// message_read_latest and project_read_daily; a message seen for the first
+// time counts from 0; a message no longer listed adds nothing. Summed over
+// a day's snapshots this is, per message, its last count of the day minus
+// its last count before the day, so the daily view adds up with
+// project_read_daily.
+//
+// 18.16 has no window functions, and a difference of consecutive values at
+// query time would cost the whole history anyway, so readsync computes the
+// gains when it writes (refreshGains) and stores one row per refresh in
+// the gains rollup; the views pick, per project and snapshot, the row of
+// the highest key. The key grows with the rows the refresh saw, as the day
+// rollup's does (dayrefresh.go): of two refreshes, one saw every row the
+// other saw and maybe more, and then its key is at least as high, and
+// higher when its values differ. Refreshes may so land in any order, twice,
+// or from two processes at once.
+
+// Names of the gains tables and views.
+const (
+	gainsRollup = "project_read_gain_rollup"
+	firstRollup = "message_read_first_rollup"
+	// gainsView is the view of reads gained per project and snapshot.
+	gainsView = "project_read_gains"
+	// dailyGainsView is the view of reads gained per project and UTC day.
+	dailyGainsView = "project_read_daily_gains"
+)
+
+// gainRow is what one refresh computed for a project at a snapshot.
+type gainRow struct {
+	ProjectID  int64
+	SnapshotAt time.Time
+	// Key orders the refreshes of one project and snapshot: the view
+	// keeps the values of the highest.
+	Key string
+	// PrevAt is the latest earlier snapshot of the messages listed at
+	// SnapshotAt, the zero Unix time when all of them are new.
+	PrevAt      time.Time
+	Messages    uint64
+	NewMessages uint64
+	Reads       int64
+	// MissedTicks is how many ticks of Schedule between PrevAt and
+	// SnapshotAt gave the project no snapshot.
+	MissedTicks uint64
+	// Schedule is the schedule whose ticks MissedTicks counts, empty when
+	// none is known.
+	Schedule string
+}
+
+// gainsTable is the gains rollup: a plain MergeTree, one row per refresh.
+// The views choose between a snapshot's rows at query time, which costs
+// the rows they return (a snapshot is refreshed once or twice); folding
+// them into an aggregate state at INSERT would cost an INSERT … SELECT
+// per refresh instead of a native block.
+var gainsTable = table[gainRow]{
+	name: gainsRollup,
+	columns: []column[gainRow]{
+		{"project_id", "Int64", func(g *gainRow) any { return g.ProjectID }},
+		{"snapshot_at", "DateTime", func(g *gainRow) any { return g.SnapshotAt }},
+		{"gain_key", "String", func(g *gainRow) any { return g.Key }},
+		{"gain_prev_at", "DateTime", func(g *gainRow) any { return g.PrevAt }},
+		{"gain_messages", "UInt64", func(g *gainRow) any { return g.Messages }},
+		{"gain_new_messages", "UInt64", func(g *gainRow) any { return g.NewMessages }},
+		{"gain_reads", "Int64", func(g *gainRow) any { return g.Reads }},
+		{"gain_missed_ticks", "UInt64", func(g *gainRow) any { return g.MissedTicks }},
+		{"gain_schedule", "String", func(g *gainRow) any { return g.Schedule }},
+	},
+	layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(snapshot_at)", orderBy: "(project_id, snapshot_at)", shardBy: "project_id"},
+}
+
+// firstRollupTable holds when each message was first seen: what tells a
+// message new at a snapshot from one listed again after a while, without
+// reading its history.
+var firstRollupTable = rollupTable{
+	tableDef: tableDef{name: firstRollup, columns: []columnDef{
+		{"project_id", "Int64"}, {"message_id", "Int64"}, {"first_seen", "AggregateFunction(min, DateTime)"},
+	}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "", "(project_id, message_id)")},
+	fill: `SELECT project_id, message_id, minState(snapshot_at) AS first_seen
+FROM {from} {where}
+GROUP BY project_id, message_id`,
+}
+
+// snapRow is a message's row at a snapshot, as a refresh reads it.
+type snapRow struct {
+	at      uint32
+	version uint64
+	reads   uint64
+}
+
+// gainSum accumulates one project snapshot's gains over its messages.
+type gainSum struct {
+	messages, newMessages uint64
+	// reads wraps like the counts it sums; the true gain fits an Int64.
+	reads  uint64
+	prevAt uint32
+	// The key's sums: each message's version at the snapshot, and its
+	// previous snapshot's time and version. Versions are nanoseconds, so
+	// their sums take 128 bits.
+	versions     uint128
+	prevAts      uint64
+	prevVersions uint128
+}
+
+type uint128 struct{ hi, lo uint64 }
+
+func (u *uint128) add(x uint64) {
+	var carry uint64
+	u.lo, carry = bits.Add64(u.lo, x, 0)
+	u.hi += carry
+}
+
+// add counts message row cur, whose previous row is prev (nil for none).
+func (g *gainSum) add(cur snapRow, prev *snapRow) {
+	g.messages++
+	g.versions.add(cur.version)
+	g.reads += cur.reads
+	if prev == nil {
+		g.newMessages++
+		return
+	}
+	g.reads -= prev.reads
+	g.prevAt = max(g.prevAt, prev.at)
+	g.prevAts += uint64(prev.at)
+	g.prevVersions.add(prev.version)
+}
+
+// key is the refresh key: the message count, then the sums, then whether
+// a schedule was known and the ticks it missed, each fixed-width so that
+// the strings compare as the tuples do. With more rows seen, the messages
+// at the snapshot can only grow in number or in version, and their
+// previous rows only move later or to a higher version; when none of it
+// moved, the values are the same, but for the ticks: a refresh that knew
+// the schedule, or saw more of its ticks recorded, wins.
+func (g *gainSum) key(scheduled bool, missed uint64) string {
+	known := 0
+	if scheduled {
+		known = 1
+	}
+	return fmt.Sprintf("%020d%020d%020d%020d%020d%020d%d%020d", g.messages, g.versions.hi, g.versions.lo,
+		g.prevAts, g.prevVersions.hi, g.prevVersions.lo, known, missed)
+}
+
+// gainScan computes the gains of target snapshots from a project's rows in
+// order of (message, snapshot, version), and the rows before them.
+type gainScan struct {
+	// targets are the snapshots whose gains are wanted, per project;
+	// all, when set, makes every snapshot one.
+	targets map[int64]map[uint32]bool
+	all     bool
+	// priors are messages' newest rows before the rows scanned.
+	priors map[msgKey]snapRow
+	sums   map[gainTarget]*gainSum
+
+	key  msgKey
+	prev *snapRow
+	cur  snapRow
+	open bool
+}
+
+type msgKey struct{ project, message int64 }
+
+type gainTarget struct {
+	project int64
+	at      uint32
+}
+
+func newGainScan(targets map[int64]map[uint32]bool, all bool) *gainScan {
+	return &gainScan{targets: targets, all: all, priors: map[msgKey]snapRow{}, sums: map[gainTarget]*gainSum{}}
+}
+
+// row takes the next row; rows come ordered by project, message, snapshot
+// and version, so the last row of a snapshot is its newest write.
+func (s *gainScan) row(k msgKey, r snapRow) {
+	if s.open && k == s.key && r.at == s.cur.at {
+		s.cur = r
+		return
+	}
+	s.closeSnapshot()
+	if !s.open || k != s.key {
+		s.key, s.prev = k, nil
+		if p, ok := s.priors[k]; ok {
+			s.prev = &p
+		}
+	}
+	s.cur, s.open = r, true
+}
+
+// closeSnapshot counts the message's row at the snapshot just read.
+func (s *gainScan) closeSnapshot() {
+	if !s.open {
+		return
+	}
+	if s.all || s.targets[s.key.project][s.cur.at] {
+		t := gainTarget{s.key.project, s.cur.at}
+		g := s.sums[t]
+		if g == nil {
+			g = &gainSum{}
+			s.sums[t] = g
+		}
+		g.add(s.cur, s.prev)
+	}
+	cur := s.cur
+	s.prev = &cur
+}
+
+// finish ends the scan.
+func (s *gainScan) finish() { s.closeSnapshot(); s.open = false }
+
+// refreshGains recomputes the gains at the snapshots of snaps, which were
+// just written by a pass of schedule (empty for a backfill or an entry
+// spooled before schedules were recorded), and at the later snapshots
+// whose gains they change: a backfill in the past is the previous
+// snapshot of the messages' next ones.
+func (c *ClickHouse) refreshGains(ctx context.Context, snaps []Snapshot, schedule string) error {
+	targets := map[int64]map[uint32]bool{}
+	for i := range snaps {
+		p, at := snaps[i].ProjectID, uint32(snaps[i].SnapshotAt.Time().Unix())
+		if targets[p] == nil {
+			targets[p] = map[uint32]bool{}
+		}
+		targets[p][at] = true
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	written := map[gainTarget]bool{}
+	for p, ats := range targets {
+		for at := range ats {
+			written[gainTarget{p, at}] = true
+		}
+	}
+	if err := c.addSuccessors(ctx, targets); err != nil {
+		return c.redact(fmt.Errorf("refresh reads gained: %w", err))
+	}
+	rows, err := c.computeGains(ctx, targets, func(t gainTarget) string {
+		if written[t] {
+			return schedule
+		}
+		return ""
+	})
+	if err != nil {
+		return c.redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", len(written), err))
+	}
+	return insert(ctx, c, &gainsTable, rows)
+}
+
+// addSuccessors adds to targets, for each target (p, s) of a project with
+// later snapshots, each of s's messages' next snapshot. Writes in order,
+// the daemon's, have none: one cheap query on the snapshot rollup says so.
+func (c *ClickHouse) addSuccessors(ctx context.Context, targets map[int64]map[uint32]bool) error {
+	projects := sortedKeys(targets)
+	lowest := uint32(0)
+	for i, p := range projects {
+		for at := range targets[p] {
+			if i == 0 || at < lowest {
+				lowest = at
+			}
+		}
+	}
+	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at > toDateTime(%d) GROUP BY project_id",
+		c.ddl.table(snapshotRollup), joinInts(projects), lowest)
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("look for later snapshots: %w", err)
+	}
+	latest := map[int64]uint32{}
+	for rows.Next() {
+		var (
+			p  int64
+			at uint32
+		)
+		if err := rows.Scan(&p, &at); err != nil {
+			rows.Close()
+			return fmt.Errorf("look for later snapshots: %w", err)
+		}
+		latest[p] = at
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("look for later snapshots: %w", err)
+	}
+	for _, p := range projects {
+		for _, at := range sortedKeys(targets[p]) {
+			if latest[p] <= at {
+				continue
+			}
+			next, err := queryColumn[uint32](ctx, c.conn, fmt.Sprintf(nextSnapshotsSQL, c.ddl.table(snapshotsTable.name), p, at))
+			if err != nil {
+				return fmt.Errorf("next snapshots of project %d after %s: %w", p, unixUTC(at), err)
+			}
+			for _, n := range next {
+				targets[p][n] = true
+			}
+		}
+	}
+	return nil
+}
+
+// nextSnapshotsSQL selects the next snapshot after %[3]d of each message
+// of project %[2]d listed at %[3]d, in one pass over the project's rows
+// from %[3]d on (a subquery would be a second, and in cluster mode a
+// double-distributed IN).
+const nextSnapshotsSQL = `SELECT DISTINCT toUInt32(next_at)
+FROM
+(
+    SELECT message_id, minIf(snapshot_at, snapshot_at > toDateTime(%[3]d)) AS next_at, countIf(snapshot_at = toDateTime(%[3]d)) AS listed
+    FROM %[1]s
+    WHERE project_id = %[2]d AND snapshot_at >= toDateTime(%[3]d)
+    GROUP BY message_id
+)
+WHERE listed > 0 AND toUInt32(next_at) > %[3]d`
+
+// computeGains computes the gain rows of targets, with the schedule of
+// each that scheduleOf knows. Projects are read together when their
+// targets span the same window, which for a pass's write is all of them.
+func (c *ClickHouse) computeGains(ctx context.Context, targets map[int64]map[uint32]bool, scheduleOf func(gainTarget) string) ([]gainRow, error) {
+	type window struct{ from, to uint32 }
+	groups := map[window][]int64{}
+	for _, p := range sortedKeys(targets) {
+		ats := sortedKeys(targets[p])
+		w := window{dayStart(ats[0]), ats[len(ats)-1]}
+		groups[w] = append(groups[w], p)
+	}
+	scan := newGainScan(targets, false)
+	for w, projects := range groups {
+		if err := c.loadPriors(ctx, scan.priors, targets, projects, w.from); err != nil {
+			return nil, err
+		}
+		if err := c.scanSnapshots(ctx, scan, projects, w.from, w.to); err != nil {
+			return nil, err
+		}
+	}
+	return c.gainRows(ctx, scan.sums, scheduleOf)
+}
+
+// scanSnapshots feeds scan the rows of projects with snapshot_at in
+// [from, to], in its order.
+func (c *ClickHouse) scanSnapshots(ctx context.Context, scan *gainScan, projects []int64, from, to uint32) error {
+	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count
+FROM %s
+WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at <= toDateTime(%d)
+ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), joinInts(projects), from, to)
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read snapshots from %s to %s: %w", unixUTC(from), unixUTC(to), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k msgKey
+			r snapRow
+		)
+		if err := rows.Scan(&k.project, &k.message, &r.at, &r.version, &r.reads); err != nil {
+			return fmt.Errorf("read snapshots: %w", err)
+		}
+		scan.row(k, r)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read snapshots: %w", err)
+	}
+	scan.finish()
+	return nil
+}
+
+// loadPriors puts into priors the newest row before from of each message
+// of projects that has a row at a target and was seen before from, read
+// from the daily rollup. It looks back a day first, which finds every
+// message a schedule of ticks at least daily listed at its last tick,
+// with no list of messages to send; then, for the few left (listed again
+// after a while), the rest of the history, by message.
+func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, targets map[int64]map[uint32]bool, projects []int64, from uint32) error {
+	q := fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE project_id IN (%s) GROUP BY project_id, message_id HAVING minMerge(first_seen) < toDateTime(%d)",
+		c.ddl.table(firstRollup), joinInts(projects), from)
+	old, err := c.queryMessages(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read when messages were first seen: %w", err)
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	day := time.Unix(int64(from), 0).UTC()
+	dayBefore := day.AddDate(0, 0, -1)
+	if err := c.readPriors(ctx, priors, old, fmt.Sprintf("project_id IN (%s) AND day = %s", joinInts(projects), quoteDate(dayBefore))); err != nil {
+		return err
+	}
+	if len(old) == 0 {
+		return nil
+	}
+	var pairs []string
+	for _, p := range projects {
+		for _, at := range sortedKeys(targets[p]) {
+			pairs = append(pairs, fmt.Sprintf("(%d, %d)", p, at))
+		}
+	}
+	q = fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE project_id IN (%s) AND (project_id, toUInt32(snapshot_at)) IN (%s) GROUP BY project_id, message_id",
+		c.ddl.table(snapshotsTable.name), joinInts(sortedKeys(old)), strings.Join(pairs, ", "))
+	listed, err := c.queryMessages(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read the messages listed at the snapshots refreshed: %w", err)
+	}
+	for p, ms := range old {
+		for m := range ms {
+			if !listed[p][m] {
+				delete(ms, m)
+			}
+		}
+		if len(ms) == 0 {
+			delete(old, p)
+		}
+	}
+	for _, p := range sortedKeys(old) {
+		ms := sortedKeys(old[p])
+		for len(ms) > 0 {
+			n := min(len(ms), priorsPerQuery)
+			where := fmt.Sprintf("project_id = %d AND day < %s AND message_id IN (%s)", p, quoteDate(dayBefore), joinInts(ms[:n]))
+			if err := c.readPriors(ctx, priors, old, where); err != nil {
+				return err
+			}
+			ms = ms[n:]
+		}
+	}
+	return nil
+}
+
+// priorsPerQuery bounds the messages one query of loadPriors names, and so
+// its size.
+const priorsPerQuery = 10_000
+
+// queryMessages runs q, which selects project ids and message ids, and
+// returns the messages per project.
+func (c *ClickHouse) queryMessages(ctx context.Context, q string) (map[int64]map[int64]bool, error) {
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int64]map[int64]bool{}
+	for rows.Next() {
+		var k msgKey
+		if err := rows.Scan(&k.project, &k.message); err != nil {
+			return nil, err
+		}
+		if out[k.project] == nil {
+			out[k.project] = map[int64]bool{}
+		}
+		out[k.project][k.message] = true
+	}
+	return out, rows.Err()
+}
+
+// readPriors reads the newest row of each message in the days of the daily
+// rollup that where selects, keeping in priors those of the messages in
+// want, which it then drops from want.
+func (c *ClickHouse) readPriors(ctx context.Context, priors map[msgKey]snapRow, want map[int64]map[int64]bool, where string) error {
+	q := fmt.Sprintf(`SELECT project_id, message_id, %s, %s, %s
+FROM
+(
+    SELECT project_id, message_id, maxMerge(day_row) AS message_row
+    FROM %s
+    WHERE %s
+    GROUP BY project_id, message_id
+)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion), rowUInt64("message_row", rowReadCount),
+		c.ddl.table(dailyRollup), where)
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return fmt.Errorf("read messages' earlier rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			k     msgKey
+			at, v uint64
+			r     snapRow
+		)
+		if err := rows.Scan(&k.project, &k.message, &at, &v, &r.reads); err != nil {
+			return fmt.Errorf("read messages' earlier rows: %w", err)
+		}
+		if !want[k.project][k.message] {
+			continue
+		}
+		r.at, r.version = uint32(at), v
+		priors[k] = r
+		delete(want[k.project], k.message)
+		if len(want[k.project]) == 0 {
+			delete(want, k.project)
+		}
+	}
+	return rows.Err()
+}
+
+// quoteDate writes t's UTC day as a Date literal.
+func quoteDate(t time.Time) string { return "toDate('" + t.UTC().Format(time.DateOnly) + "')" }
+
+// gainRows turns the sums into rows, counting each one's missed ticks.
+func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum, scheduleOf func(gainTarget) string) ([]gainRow, error) {
+	schedules := map[gainTarget]string{}
+	unknown := map[int64]bool{}
+	for t := range sums {
+		if s := scheduleOf(t); s != "" {
+			schedules[t] = s
+		} else {
+			unknown[t.project] = true
+		}
+	}
+	if len(unknown) > 0 {
+		known, err := c.projectSchedules(ctx, sortedKeys(unknown))
+		if err != nil {
+			return nil, err
+		}
+		for t := range sums {
+			if _, ok := schedules[t]; !ok && known[t.project] != "" {
+				schedules[t] = known[t.project]
+			}
+		}
+	}
+	ticks, err := c.ticksOf(ctx, sums, schedules)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]gainRow, 0, len(sums))
+	for _, t := range sortedTargets(sums) {
+		g := sums[t]
+		sched := schedules[t]
+		var missed uint64
+		if g.prevAt > 0 && sched != "" {
+			ts := ticks[sched]
+			lo, _ := slices.BinarySearch(ts, g.prevAt+1)
+			hi, _ := slices.BinarySearch(ts, t.at)
+			missed = uint64(hi - lo)
+		}
+		out = append(out, gainRow{
+			ProjectID: t.project, SnapshotAt: unixUTC(t.at), Key: g.key(sched != "", missed), PrevAt: unixUTC(g.prevAt),
+			Messages: g.messages, NewMessages: g.newMessages, Reads: int64(g.reads), MissedTicks: missed, Schedule: sched,
+		})
+	}
+	return out, nil
+}
+
+// projectSchedules returns the schedule of each project's latest
+// scheduled snapshot in the gains rollup: the schedule a backfilled
+// snapshot between two of them is judged by.
+func (c *ClickHouse) projectSchedules(ctx context.Context, projects []int64) (map[int64]string, error) {
+	q := fmt.Sprintf("SELECT project_id, argMax(gain_schedule, snapshot_at) FROM %s WHERE project_id IN (%s) AND gain_schedule != '' GROUP BY project_id",
+		c.ddl.table(gainsRollup), joinInts(projects))
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read projects' schedules: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]string{}
+	for rows.Next() {
+		var (
+			p int64
+			s string
+		)
+		if err := rows.Scan(&p, &s); err != nil {
+			return nil, fmt.Errorf("read projects' schedules: %w", err)
+		}
+		out[p] = s
+	}
+	return out, rows.Err()
+}
+
+// ticksOf returns, per schedule, the sorted times of its cron ticks that
+// sync_runs records within the intervals of sums.
+func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, schedules map[gainTarget]string) (map[string][]uint32, error) {
+	type span struct{ lo, hi uint32 }
+	spans := map[string]span{}
+	for t, g := range sums {
+		s, ok := schedules[t]
+		if !ok || g.prevAt == 0 {
+			continue
+		}
+		sp, seen := spans[s]
+		if !seen {
+			sp = span{g.prevAt, t.at}
+		}
+		spans[s] = span{min(sp.lo, g.prevAt), max(sp.hi, t.at)}
+	}
+	out := map[string][]uint32{}
+	for _, s := range sortedKeys(spans) {
+		sp := spans[s]
+		ts, err := queryColumn[uint32](ctx, c.conn, fmt.Sprintf(
+			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE trigger = 'cron' AND schedule = %s AND snapshot_at > toDateTime(%d) AND snapshot_at < toDateTime(%d) ORDER BY tick",
+			c.ddl.table(runsTable.name), quoteString(s), sp.lo, sp.hi))
+		if err != nil {
+			return nil, fmt.Errorf("read the ticks of schedule %q: %w", s, err)
+		}
+		out[s] = ts
+	}
+	return out, nil
+}
+
+// migrateGains creates the gains rollup and the first-seen rollup with its
+// materialized view, folds the history into both, then creates the views.
+// Run again, it creates nothing new, and its folds change nothing the
+// views show: the first-seen rollup keeps a minimum, and the gains of a
+// snapshot computed again from the same rows have the same key.
+func migrateGains(ctx context.Context, m *migrator) error {
+	d := m.ddl
+	stmts := append(d.createTable(firstRollupTable.tableDef), d.createTable(gainsTable.def())...)
+	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+		d.table(firstRollup+"_mv"), d.onCluster(), d.local(firstRollup), firstRollupTable.selectFrom(d.local(snapshotsTable.name), "")))
+	for _, q := range stmts {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	partitions, err := m.partitions(ctx, snapshotsTable.name)
+	if err != nil {
+		return err
+	}
+	for _, p := range partitions {
+		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.table(firstRollup),
+			firstRollupTable.selectFrom(d.table(snapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+p))); err != nil {
+			return fmt.Errorf("fold partition %s into %s: %w", p, firstRollup, err)
+		}
+	}
+	if err := m.ch.foldGains(ctx, m.log); err != nil {
+		return err
+	}
+	for _, v := range gainsViews(d) {
+		if err := m.exec(ctx, d.createView(v.name, v.query)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// FoldGains computes the gains of every snapshot in the database from the
+// whole history, a group of projects at a time: what the migration that
+// creates the gains rollup does for the history written before it, and
+// what a benchmark that writes its history with INSERT … SELECT runs after.
+// Running it again changes nothing the views show.
+func (c *ClickHouse) FoldGains(ctx context.Context) error {
+	if err := c.ensureSchema(ctx); err != nil {
+		return err
+	}
+	return c.foldGains(ctx, c.log)
+}
+
+// foldGainsRows bounds the snapshot rows a step of the fold reads, and so
+// its memory on the server (the rows are sorted) and in readsync (a sum
+// per project snapshot).
+const foldGainsRows = 4_000_000
+
+func (c *ClickHouse) foldGains(ctx context.Context, log *slog.Logger) error {
+	// Every write of a project counts here, replays too: an estimate of
+	// the rows a step reads, from a table that is small to read.
+	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", c.ddl.table(snapshotRollup))
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return c.redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
+	}
+	var (
+		steps [][]int64
+		step  []int64
+		n     uint64
+	)
+	for rows.Next() {
+		var (
+			p    int64
+			msgs uint64
+		)
+		if err := rows.Scan(&p, &msgs); err != nil {
+			rows.Close()
+			return c.redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
+		}
+		if len(step) > 0 && n+msgs > foldGainsRows {
+			steps, step, n = append(steps, step), nil, 0
+		}
+		step, n = append(step, p), n+msgs
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return c.redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
+	}
+	if len(step) > 0 {
+		steps = append(steps, step)
+	}
+	if len(steps) > 0 {
+		log.Info("computing reads gained over the snapshot history", "steps", len(steps))
+	}
+	for i, projects := range steps {
+		start := time.Now()
+		scan := newGainScan(nil, true)
+		if err := c.scanSnapshots(ctx, scan, projects, 0, math.MaxUint32); err != nil {
+			return c.redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
+		}
+		out, err := c.gainRows(ctx, scan.sums, func(gainTarget) string { return "" })
+		if err != nil {
+			return c.redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
+		}
+		if err := insert(ctx, c, &gainsTable, out); err != nil {
+			return err
+		}
+		log.Info("computed reads gained", "projects", len(projects), "snapshots", len(out), "done", i+1, "of", len(steps),
+			"duration_ms", time.Since(start).Milliseconds())
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order.
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// sortedTargets returns m's targets by project and snapshot, so that the
+// rows of a refresh, and so its INSERT's token, do not depend on map order.
+func sortedTargets[V any](m map[gainTarget]V) []gainTarget {
+	ts := make([]gainTarget, 0, len(m))
+	for t := range m {
+		ts = append(ts, t)
+	}
+	slices.SortFunc(ts, func(a, b gainTarget) int { return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.at, b.at)) })
+	return ts
+}
+
+// joinInts writes xs as a list for IN (…).
+func joinInts[T int64 | uint32](xs []T) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	}
+	return b.String()
+}
+
+// dayStart is the start of the UTC day of the Unix time t.
+func dayStart(t uint32) uint32 { return t - t%86400 }
+
+// unixUTC is the Unix time t in UTC.
+func unixUTC(t uint32) time.Time { return time.Unix(int64(t), 0).UTC() }

@@ -1,0 +1,288 @@
+package sink_test
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/sinktest"
+)
+
+// bruteGains computes the rows of project_read_gains and
+// project_read_daily_gains from the whole snapshot table, in Go, the
+// simplest way: each message's newest write at each snapshot, minus its
+// newest write at its previous snapshot (0 for a new message), summed per
+// project and snapshot; the interval's missed ticks are the ticks of
+// schedule that sync_runs records strictly between the latest previous
+// snapshot of the snapshot's messages and the snapshot. With schedule
+// empty, no tick counts.
+func bruteGains(t *testing.T, db *sinktest.DB, schedule string) (snapshots, days []string) {
+	t.Helper()
+	type key struct{ p, m int64 }
+	type row struct {
+		at      uint32
+		version uint64
+		reads   uint64
+	}
+	newest := map[key]map[uint32]row{}
+	for _, line := range sinktest.Lines(t, db.Conn, "SELECT concat(toString(project_id), ' ', toString(message_id), ' ', toString(toUInt32(snapshot_at)), ' ', toString(version), ' ', toString(read_count)) FROM "+db.Table("message_read_snapshots")) {
+		var (
+			k key
+			r row
+		)
+		if _, err := fmt.Sscan(line, &k.p, &k.m, &r.at, &r.version, &r.reads); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if newest[k] == nil {
+			newest[k] = map[uint32]row{}
+		}
+		if old, ok := newest[k][r.at]; !ok || r.version > old.version {
+			newest[k][r.at] = r
+		}
+	}
+	var ticks []uint32
+	if schedule != "" {
+		for _, line := range sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT DISTINCT toString(toUInt32(snapshot_at)) FROM %s WHERE trigger = 'cron' AND schedule = '%s'", db.Table("sync_runs"), schedule)) {
+			var at uint32
+			fmt.Sscan(line, &at)
+			ticks = append(ticks, at)
+		}
+	}
+	type snap struct {
+		p  int64
+		at uint32
+	}
+	type sum struct {
+		messages, newMessages, reads uint64
+		prevAt                       uint32
+	}
+	sums := map[snap]*sum{}
+	for k, rows := range newest {
+		var prev *row
+		for _, at := range slices.Sorted(maps.Keys(rows)) {
+			r := rows[at]
+			s := sums[snap{k.p, at}]
+			if s == nil {
+				s = &sum{}
+				sums[snap{k.p, at}] = s
+			}
+			s.messages++
+			s.reads += r.reads
+			if prev == nil {
+				s.newMessages++
+			} else {
+				s.reads -= prev.reads
+				s.prevAt = max(s.prevAt, prev.at)
+			}
+			prev = &r
+		}
+	}
+	type day struct {
+		p int64
+		d string
+	}
+	daySums := map[day]*struct{ snapshots, newMessages, reads, missed uint64 }{}
+	keys := slices.SortedFunc(maps.Keys(sums), func(a, b snap) int { return cmp.Or(cmp.Compare(a.p, b.p), cmp.Compare(a.at, b.at)) })
+	for _, k := range keys {
+		s := sums[k]
+		var missed uint64
+		if s.prevAt > 0 {
+			for _, tick := range ticks {
+				if tick > s.prevAt && tick < k.at {
+					missed++
+				}
+			}
+		}
+		snapshots = append(snapshots, fmt.Sprintf("%d\t%d\t%d\t%d\t%d\t%d\t%d", k.p, k.at, s.prevAt, s.messages, s.newMessages, int64(s.reads), missed))
+		d := day{k.p, time.Unix(int64(k.at), 0).UTC().Format(time.DateOnly)}
+		ds := daySums[d]
+		if ds == nil {
+			ds = &struct{ snapshots, newMessages, reads, missed uint64 }{}
+			daySums[d] = ds
+		}
+		ds.snapshots++
+		ds.newMessages += s.newMessages
+		ds.reads += s.reads
+		ds.missed += missed
+	}
+	for _, d := range slices.SortedFunc(maps.Keys(daySums), func(a, b day) int { return cmp.Or(cmp.Compare(a.p, b.p), cmp.Compare(a.d, b.d)) }) {
+		ds := daySums[d]
+		days = append(days, fmt.Sprintf("%d\t%s\t%d\t%d\t%d\t%d", d.p, d.d, ds.snapshots, ds.newMessages, int64(ds.reads), ds.missed))
+	}
+	return snapshots, days
+}
+
+// gainsViewRows returns the rows of the two gains views in bruteGains'
+// form, filtered by where.
+func gainsViewRows(t *testing.T, db *sinktest.DB, where string, pushDown bool) (snapshots, days []string) {
+	t.Helper()
+	settings := ""
+	if pushDown {
+		settings = " SETTINGS enable_optimize_predicate_expression = 1"
+	}
+	snapshots = sinktest.Lines(t, db.Conn, fmt.Sprintf(`SELECT arrayStringConcat([toString(project_id), toString(toUInt32(snapshot_at)),
+    toString(ifNull(toUInt32(prev_snapshot_at), 0)), toString(messages), toString(new_messages), toString(reads_gained), toString(missed_ticks)], '\t')
+FROM %s %s ORDER BY project_id, snapshot_at%s`, db.Table("project_read_gains"), where, settings))
+	days = sinktest.Lines(t, db.Conn, fmt.Sprintf(`SELECT arrayStringConcat([toString(project_id), toString(day), toString(snapshots),
+    toString(new_messages), toString(reads_gained), toString(missed_ticks)], '\t')
+FROM %s %s ORDER BY project_id, day%s`, db.Table("project_read_daily_gains"), where, settings))
+	return snapshots, days
+}
+
+// assertGainsEqualBruteForce compares both gains views with bruteGains,
+// whole and filtered to one project, with and without the filter pushed
+// down.
+func assertGainsEqualBruteForce(t *testing.T, db *sinktest.DB, schedule string, project int64) {
+	t.Helper()
+	wantSnaps, wantDays := bruteGains(t, db, schedule)
+	if len(wantSnaps) == 0 {
+		t.Fatal("the brute force has no rows: the fixture is wrong")
+	}
+	for _, f := range []struct {
+		where    string
+		pushDown bool
+	}{
+		{"", false},
+		{fmt.Sprintf("WHERE project_id = %d", project), true},
+		{fmt.Sprintf("WHERE project_id = %d", project), false},
+	} {
+		gotSnaps, gotDays := gainsViewRows(t, db, f.where, f.pushDown)
+		ws, wd := wantSnaps, wantDays
+		if f.where != "" {
+			ws, wd = ofProject(ws, project), ofProject(wd, project)
+		}
+		if strings.Join(gotSnaps, "\n") != strings.Join(ws, "\n") {
+			t.Errorf("project_read_gains %s (push down %v) differs from the brute force:\n%s", f.where, f.pushDown, diffLines(gotSnaps, ws))
+		}
+		if strings.Join(gotDays, "\n") != strings.Join(wd, "\n") {
+			t.Errorf("project_read_daily_gains %s (push down %v) differs from the brute force:\n%s", f.where, f.pushDown, diffLines(gotDays, wd))
+		}
+	}
+}
+
+// ofProject keeps the lines of project p.
+func ofProject(lines []string, p int64) []string {
+	var out []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, fmt.Sprintf("%d\t", p)) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestGainsEqualBruteForce writes the generated history (a tick run twice,
+// a retried list, a spool replay delivered twice, a backfill in the past,
+// a message that appears mid-history, one that stops being listed, one
+// listed again after two days, a missed tick) and compares the gains
+// views with the brute force, before and after every table is merged.
+func TestGainsEqualBruteForce(t *testing.T) {
+	ch, db := openTestSink(t)
+	newHistory(t, ch).generate(true)
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
+
+	// The history has what the test claims: a missed tick flagged, new
+	// messages after the first pass, a gain spanning a message's absence.
+	for what, q := range map[string]string{
+		"an interval spanning the missed tick": "SELECT toString(count()) FROM " + db.Table("project_read_gains") + " WHERE missed_ticks = 1",
+		"a message new after the first pass":   "SELECT toString(count()) FROM " + db.Table("project_read_gains") + " WHERE new_messages > 0 AND prev_snapshot_at IS NOT NULL",
+	} {
+		if got := sinktest.Lines(t, db.Conn, q); len(got) != 1 || got[0] == "0" {
+			t.Errorf("no row with %s: the fixture is wrong", what)
+		}
+	}
+	for _, table := range []string{"message_read_snapshots", "message_read_daily_rollup", "message_read_first_rollup", "project_read_gain_rollup"} {
+		if err := db.Conn.Exec(context.Background(), "OPTIMIZE TABLE "+db.Table(table)+" FINAL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
+}
+
+// TestGainsFoldedAtUpgradeFrom9707b0b upgrades a database at release
+// 9707b0b's schema (migrations 1 and 2) holding that release's history:
+// the history's gains are computed at migration, and the gains of the
+// passes written after extend them exactly.
+func TestGainsFoldedAtUpgradeFrom9707b0b(t *testing.T) {
+	db := sinktest.New(t)
+	dsn, err := sink.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var logs bytes.Buffer
+	ch, err := sink.OpenClickHouse(ctx, dsn, sink.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	if err := sink.MigrateFirst(ctx, ch, 2); err != nil {
+		t.Fatal(err)
+	}
+	old := newHistory(t, nil)
+	for i := 0; i < 9; i++ {
+		at := time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC).Add(time.Duration(i) * 8 * time.Hour)
+		if i == 4 {
+			old.deleted[[2]int64{2, 2}] = true
+		}
+		for p := int64(1); p <= historyProjects; p++ {
+			insertDirect(t, db, old.fetch(p, at, old.nextVersion()))
+		}
+	}
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "computed reads gained") {
+		t.Errorf("the log does not report the fold of reads gained:\n%s", logs.String())
+	}
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
+
+	h := newHistory(t, ch)
+	h.version, h.reads, h.deleted = old.version, old.reads, old.deleted
+	h.pass(time.Date(2026, 4, 2, 8, 0, 0, 0, time.UTC))
+	h.recordTick(time.Date(2026, 4, 2, 12, 0, 0, 0, time.UTC), "skipped")
+	h.pass(time.Date(2026, 4, 2, 16, 0, 0, 0, time.UTC))
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
+	if got := sinktest.Lines(t, db.Conn, "SELECT toString(sum(missed_ticks)) FROM "+db.Table("project_read_gains")); len(got) != 1 || got[0] != fmt.Sprint(historyProjects) {
+		t.Errorf("missed ticks after one skipped tick: %v, want one per project", got)
+	}
+}
+
+// TestGainRefreshesLandInAnyOrder lands the refreshes of a snapshot that
+// saw fewer rows after those that saw more, as racing writers would: the
+// views keep the values of the refreshes that saw more.
+func TestGainRefreshesLandInAnyOrder(t *testing.T) {
+	ch, db := openTestSink(t)
+	ctx := context.Background()
+	h := newHistory(t, ch)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	h.pass(day.Add(8 * time.Hour))
+	h.pass(day.Add(12 * time.Hour))
+	if err := db.Conn.Exec(ctx, fmt.Sprintf("CREATE TABLE %s AS %s", db.Table("stale"), db.Table("project_read_gain_rollup"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s", db.Table("stale"), db.Table("project_read_gain_rollup"))); err != nil {
+		t.Fatal(err)
+	}
+	// The 12:00 tick run again with newer versions, a backfill at 10:00
+	// between the two, and a tick at 16:00 that lists a message fewer.
+	h.pass(day.Add(12 * time.Hour))
+	for p := int64(1); p <= historyProjects; p++ {
+		b := h.fetch(p, day.Add(10*time.Hour), h.nextVersion())
+		h.write(&b)
+	}
+	h.deleted[[2]int64{1, 1}] = true
+	h.pass(day.Add(16 * time.Hour))
+	if err := db.Conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM %s", db.Table("project_read_gain_rollup"), db.Table("stale"))); err != nil {
+		t.Fatal(err)
+	}
+	assertGainsEqualBruteForce(t, db, historySchedule, 1)
+}
