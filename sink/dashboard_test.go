@@ -100,7 +100,7 @@ func queryPanels(d *dashboard) []panel {
 // The tables and views readsync maintains; a panel that reads anything
 // else reads something readsync does not write.
 var readsyncObjects = []string{"projects", "messages", "message_read_snapshots", "sync_runs",
-	"message_read_latest", "project_read_daily", "project_read_snapshots", "schedule_coverage"}
+	"message_read_latest", "project_read_daily", "project_read_snapshots", "schedule_coverage", "project_read_gains", "project_read_daily_gains"}
 
 var fromIdent = regexp.MustCompile(`(?i)\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_.]*)`)
 
@@ -159,7 +159,8 @@ func TestDashboardStructure(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs", "schedule_coverage"} {
+	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs", "schedule_coverage",
+		"project_read_gains", "project_read_daily_gains"} {
 		if !read[want] {
 			t.Errorf("no panel reads %s", want)
 		}
@@ -174,6 +175,7 @@ func TestDashboardQueries(t *testing.T) {
 	ch, db := openTestSink(t)
 	writeViewFixture(t, ch)
 	writeRunsFixture(t, ch)
+	writeMissedTickFixture(t, ch)
 	conn := openDatabase(t, db)
 
 	env := grafanaEnv{
@@ -227,6 +229,25 @@ func writeRunsFixture(t *testing.T, ch *sink.ClickHouse) {
 		if err := ch.RecordRun(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// writeMissedTickFixture records a tick of schedule hourly that readsync
+// missed between project 2's two snapshots, then fetches the second one
+// again in a pass of that schedule: its gain spans the missed tick.
+func writeMissedTickFixture(t *testing.T, ch *sink.ClickHouse) {
+	t.Helper()
+	ctx := context.Background()
+	missed := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	if err := ch.RecordRun(ctx, sink.Run{RunID: "missed", Schedule: "hourly", Trigger: "cron", SnapshotAt: missed, StartedAt: missed,
+		FinishedAt: missed, Status: "missed"}); err != nil {
+		t.Fatal(err)
+	}
+	at := sink.TimeOf(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
+	b := sink.Batch{Schedule: "hourly", Snapshots: []sink.Snapshot{{ProjectID: 2, MessageID: 20, SnapshotAt: at, ReadCount: 3, Total: 5,
+		Percent: 60, FetchedAt: at, Version: 9}}}
+	if err := ch.Write(ctx, &b); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -334,7 +334,7 @@ func (c *ClickHouse) computeGains(ctx context.Context, targets map[int64]map[uin
 	groups := map[window][]int64{}
 	for _, p := range sortedKeys(targets) {
 		ats := sortedKeys(targets[p])
-		w := window{dayStart(ats[0]), ats[len(ats)-1]}
+		w := window{ats[0], ats[len(ats)-1]}
 		groups[w] = append(groups[w], p)
 	}
 	scan := newGainScan(targets, false)
@@ -379,11 +379,12 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTab
 }
 
 // loadPriors puts into priors the newest row before from of each message
-// of projects that has a row at a target and was seen before from, read
-// from the daily rollup. It looks back a day first, which finds every
-// message a schedule of ticks at least daily listed at its last tick,
-// with no list of messages to send; then, for the few left (listed again
-// after a while), the rest of the history, by message.
+// of projects that has a row at a target and was seen before from. The
+// rows of from's day come from the snapshot table, summed up on the
+// server; the days before from the daily rollup, looking back a day first,
+// which finds every message a schedule of ticks at least daily listed at
+// its last tick, with no list of messages to send; then, for the few left
+// (listed again after a while), the rest of the history, by message.
 func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, targets map[int64]map[uint32]bool, projects []int64, from uint32) error {
 	q := fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE project_id IN (%s) GROUP BY project_id, message_id HAVING minMerge(first_seen) < toDateTime(%d)",
 		c.ddl.table(firstRollup), joinInts(projects), from)
@@ -391,13 +392,23 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 	if err != nil {
 		return fmt.Errorf("read when messages were first seen: %w", err)
 	}
-	if len(old) == 0 {
-		return nil
-	}
-	day := time.Unix(int64(from), 0).UTC()
+	day := unixUTC(dayStart(from))
 	dayBefore := day.AddDate(0, 0, -1)
-	if err := c.readPriors(ctx, priors, old, fmt.Sprintf("project_id IN (%s) AND day = %s", joinInts(projects), quoteDate(dayBefore))); err != nil {
-		return err
+	steps := []struct{ agg, table, where string }{
+		{"max(" + snapshotRow + ")", snapshotsTable.name, fmt.Sprintf("project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)",
+			joinInts(projects), dayStart(from), from)},
+		{"maxMerge(day_row)", dailyRollup, fmt.Sprintf("project_id IN (%s) AND day = %s", joinInts(projects), quoteDate(dayBefore))},
+	}
+	if dayStart(from) == from {
+		steps = steps[1:]
+	}
+	for _, st := range steps {
+		if len(old) == 0 {
+			return nil
+		}
+		if err := c.readPriors(ctx, priors, old, st.agg, st.table, st.where); err != nil {
+			return err
+		}
 	}
 	if len(old) == 0 {
 		return nil
@@ -429,7 +440,7 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 		for len(ms) > 0 {
 			n := min(len(ms), priorsPerQuery)
 			where := fmt.Sprintf("project_id = %d AND day < %s AND message_id IN (%s)", p, quoteDate(dayBefore), joinInts(ms[:n]))
-			if err := c.readPriors(ctx, priors, old, where); err != nil {
+			if err := c.readPriors(ctx, priors, old, "maxMerge(day_row)", dailyRollup, where); err != nil {
 				return err
 			}
 			ms = ms[n:]
@@ -464,19 +475,20 @@ func (c *ClickHouse) queryMessages(ctx context.Context, q string) (map[int64]map
 	return out, rows.Err()
 }
 
-// readPriors reads the newest row of each message in the days of the daily
-// rollup that where selects, keeping in priors those of the messages in
-// want, which it then drops from want.
-func (c *ClickHouse) readPriors(ctx context.Context, priors map[msgKey]snapRow, want map[int64]map[int64]bool, where string) error {
+// readPriors reads the newest row of each message among the rows of table
+// that where selects, agg being how the table gives it in snapshotRow's
+// form, and keeps in priors those of the messages in want, which it then
+// drops from want.
+func (c *ClickHouse) readPriors(ctx context.Context, priors map[msgKey]snapRow, want map[int64]map[int64]bool, agg, table, where string) error {
 	q := fmt.Sprintf(`SELECT project_id, message_id, %s, %s, %s
 FROM
 (
-    SELECT project_id, message_id, maxMerge(day_row) AS message_row
+    SELECT project_id, message_id, %s AS message_row
     FROM %s
     WHERE %s
     GROUP BY project_id, message_id
 )`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion), rowUInt64("message_row", rowReadCount),
-		c.ddl.table(dailyRollup), where)
+		agg, c.ddl.table(table), where)
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("read messages' earlier rows: %w", err)

@@ -372,12 +372,28 @@ func (b *bencher) queries() ([]query, error) {
 		qs[i].old = oldForm(qs[i].new)
 		qs[i].new += pushDown
 	}
+	// Reads gained had no view before: users wrote it by hand, if at all.
+	for _, q := range []query{
+		{name: "project_read_gains: one project, 30 days",
+			new: "SELECT * FROM project_read_gains WHERE project_id = 7 ORDER BY snapshot_at"},
+		{name: "project_read_gains: all projects, last day",
+			new: "SELECT nft, snapshot_at, reads_gained, missed_ticks FROM project_read_gains WHERE snapshot_at >= " + last + " ORDER BY nft, snapshot_at"},
+		{name: "project_read_daily_gains: one project, 30 days",
+			new: "SELECT * FROM project_read_daily_gains WHERE project_id = 7 AND day >= " + from + " ORDER BY day"},
+		{name: "project_read_daily_gains: all projects, 30 days",
+			new: "SELECT day, nft, reads_gained, new_messages, missed_ticks FROM project_read_daily_gains WHERE day >= " + from + " ORDER BY nft, day"},
+	} {
+		q.new += pushDown
+		qs = append(qs, q)
+	}
 	panels, err := b.panelQueries()
 	if err != nil {
 		return nil, err
 	}
 	for i := range panels {
-		panels[i].old = oldForm(strings.TrimSuffix(panels[i].new, pushDown))
+		if !strings.Contains(panels[i].new, "_gains") {
+			panels[i].old = oldForm(strings.TrimSuffix(panels[i].new, pushDown))
+		}
 	}
 	return append(qs, panels...), nil
 }
@@ -442,7 +458,7 @@ func (b *bencher) panelQueries() ([]query, error) {
 		}
 		for _, t := range p.Targets {
 			sql := t.RawSQL
-			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots"},
+			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots", "project_read_gains", "project_read_daily_gains"},
 				func(v string) bool { return strings.Contains(sql, v) }) {
 				continue
 			}
