@@ -145,7 +145,6 @@ type history struct {
 // historySchedule is the schedule whose ticks history's passes run.
 const historySchedule = "every-4h"
 
-
 const (
 	historyProjects = 4
 	historyMessages = 6
