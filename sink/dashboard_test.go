@@ -160,7 +160,7 @@ func TestDashboardStructure(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs", "schedule_coverage",
-		"project_read_gains", "project_read_daily_gains"} {
+		"project_read_daily_gains"} {
 		if !read[want] {
 			t.Errorf("no panel reads %s", want)
 		}

@@ -257,7 +257,19 @@ func (c *ClickHouse) refreshGains(ctx context.Context, snaps []Snapshot, schedul
 	if err != nil {
 		return c.redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", len(written), err))
 	}
-	return insert(ctx, c, &gainsTable, rows)
+	return c.storeGains(ctx, rows)
+}
+
+// storeGains inserts gain rows, then refreshes the days they fall on.
+func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow) error {
+	if err := insert(ctx, c, &gainsTable, rows); err != nil {
+		return err
+	}
+	days := map[projectDay]bool{}
+	for _, r := range rows {
+		days[projectDay{r.ProjectID, dayOf(uint32(r.SnapshotAt.Unix()))}] = true
+	}
+	return c.refreshGainDays(ctx, days)
 }
 
 // addSuccessors adds to targets, for each target (p, s) of a project with
@@ -626,7 +638,10 @@ func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, 
 // snapshot computed again from the same rows have the same key.
 func migrateGains(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	stmts := append(d.createTable(firstRollupTable.tableDef), d.createTable(gainsTable.def())...)
+	var stmts []string
+	for _, t := range []tableDef{firstRollupTable.tableDef, gainsTable.def(), dayGainsTable} {
+		stmts = append(stmts, d.createTable(t)...)
+	}
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
 		d.table(firstRollup+"_mv"), d.onCluster(), d.local(firstRollup), firstRollupTable.selectFrom(d.local(snapshotsTable.name), "")))
 	for _, q := range stmts {
@@ -719,7 +734,7 @@ func (c *ClickHouse) foldGains(ctx context.Context, log *slog.Logger) error {
 		if err != nil {
 			return c.redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 		}
-		if err := insert(ctx, c, &gainsTable, out); err != nil {
+		if err := c.storeGains(ctx, out); err != nil {
 			return err
 		}
 		log.Info("computed reads gained", "projects", len(projects), "snapshots", len(out), "done", i+1, "of", len(steps),

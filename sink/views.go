@@ -244,30 +244,23 @@ FROM
 }
 
 // projectReadDailyGains is project_read_daily_gains: the gains of a
-// project's snapshots summed per UTC day. An interval counts on the day of
-// the snapshot that ends it, its missed ticks too.
+// project's snapshots summed per UTC day, from the day gains rollup (see
+// gaindays.go). An interval counts on the day of the snapshot that ends
+// it, its missed ticks too.
 func projectReadDailyGains(d ddl) string {
-	days := `SELECT
+	days := fmt.Sprintf(`SELECT
     project_id,
     day,
-    count() AS snapshots,
-    sum(snapshot_new) AS new_messages,
-    sum(snapshot_reads) AS reads_gained,
-    sum(snapshot_missed) AS missed_ticks
+    tupleElement(v, 1) AS snapshots,
+    tupleElement(v, 2) AS new_messages,
+    tupleElement(v, 3) AS reads_gained,
+    tupleElement(v, 4) AS missed_ticks
 FROM
 (
-    SELECT
-        project_id,
-        toDate(snapshot_at, 'UTC') AS day,
-        tupleElement(g, 3) AS snapshot_new,
-        tupleElement(g, 4) AS snapshot_reads,
-        tupleElement(g, 5) AS snapshot_missed
-    FROM
-    (
-` + indent(indent(gainsPerSnapshot(d))) + `
-    )
-)
-GROUP BY project_id, day`
+    SELECT project_id, day, argMaxMerge(day_gain_state) AS v
+    FROM %s
+    GROUP BY project_id, day
+)`, d.table(dayGainsRollup))
 	return "SELECT day, project_id, nft, project_name, snapshots, new_messages, reads_gained, missed_ticks\nFROM " + withProject(d, days)
 }
 

@@ -1,0 +1,193 @@
+package sink
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The day gains rollup holds, once merged, one row per project and UTC
+// day: the gains of the day's snapshots summed, what
+// project_read_daily_gains shows. Summing the gains rollup per day at
+// query time would cost every snapshot of the range (a dashboard's 30 days
+// of 500 projects' hourly snapshots took 250 ms); this costs a row per
+// project and day. readsync refreshes a day after every refresh of gains
+// at its snapshots, from the gains rollup.
+//
+// Each refresh stores the day's values with a key that grows with the
+// rows it saw, as the other refreshed rollups do: the number of the day's
+// snapshots, then the sums, component by component, of the keys of their
+// gains. Each snapshot's key only grows with more rows seen (gains.go), and
+// a sum of tuples that each grew or stayed, component by component without
+// carries, is itself a tuple that grew or stayed: at the first component
+// where any of them changed, all that changed there grew.
+var dayGainsTable = tableDef{name: dayGainsRollup, columns: []columnDef{
+	{"project_id", "Int64"}, {"day", "Date"},
+	{"day_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
+}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day)")}
+
+const dayGainsRollup = "project_read_day_gain_rollup"
+
+// gainKeyWidths are the widths of the components of a gains key (see
+// gainSum.key).
+var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
+
+// projectDay is a project's UTC day, as days since the Unix epoch.
+type projectDay struct {
+	project int64
+	day     uint32
+}
+
+// refreshGainDays recomputes the day gains rollup for days from the gains
+// rollup.
+func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[projectDay]bool) error {
+	if len(days) == 0 {
+		return nil
+	}
+	projects := map[int64]bool{}
+	var pairs []string
+	lo, hi := ^uint32(0), uint32(0)
+	for pd := range days {
+		projects[pd.project] = true
+		pairs = append(pairs, fmt.Sprintf("(%d, %d)", pd.project, pd.day))
+		lo, hi = min(lo, pd.day), max(hi, pd.day)
+	}
+	q := fmt.Sprintf(`SELECT project_id, toUInt32(toDate(snapshot_at, 'UTC')) AS day, argMax(gain_new_messages, gain_key),
+    argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
+FROM %s
+WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)
+    AND (project_id, toUInt32(toDate(snapshot_at, 'UTC'))) IN (%s)
+GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(sortedKeys(projects)), lo*86400, (hi+1)*86400, strings.Join(pairs, ", "))
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
+	}
+	type daySum struct {
+		snapshots, newMessages, missed uint64
+		reads                          int64
+		key                            []*big.Int
+	}
+	sums := map[projectDay]*daySum{}
+	for rows.Next() {
+		var (
+			pd          projectDay
+			newMessages uint64
+			reads       int64
+			missed      uint64
+			key         string
+		)
+		if err := rows.Scan(&pd.project, &pd.day, &newMessages, &reads, &missed, &key); err != nil {
+			rows.Close()
+			return c.redact(fmt.Errorf("refresh %s: %w", dayGainsRollup, err))
+		}
+		s := sums[pd]
+		if s == nil {
+			s = &daySum{}
+			for range gainKeyWidths {
+				s.key = append(s.key, new(big.Int))
+			}
+			sums[pd] = s
+		}
+		s.snapshots++
+		s.newMessages += newMessages
+		s.reads += reads
+		s.missed += missed
+		if err := addKey(s.key, key); err != nil {
+			rows.Close()
+			return fmt.Errorf("refresh %s: project %d: %w", dayGainsRollup, pd.project, err)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return c.redact(fmt.Errorf("refresh %s: %w", dayGainsRollup, err))
+	}
+	var values []string
+	for _, pd := range sortedProjectDays(sums) {
+		s := sums[pd]
+		var key strings.Builder
+		fmt.Fprintf(&key, "%020d", s.snapshots)
+		for _, k := range s.key {
+			// A component summed over at most a day's snapshots fits
+			// 45 digits: 20-digit components, and far fewer than 10^25
+			// snapshots a day.
+			fmt.Fprintf(&key, "%045s", k.String())
+		}
+		day := unixUTC(pd.day * 86400).Format(time.DateOnly)
+		// Typed, so that every tuple of the array has one type whatever
+		// its numbers' sizes: 18.16 finds none for UInt8 and Int64 beside
+		// a UInt64 beyond Int64.
+		values = append(values, fmt.Sprintf("(toInt64(%d), '%s', toUInt64(%d), toUInt64(%d), toInt64(%d), toUInt64(%d), '%s')", pd.project, day, s.snapshots, s.newMessages, s.reads, s.missed, key.String()))
+	}
+	for len(values) > 0 {
+		n := min(len(values), dayGainsPerInsert)
+		if err := c.conn.Exec(c.syncInserts(ctx), fmt.Sprintf(dayGainsInsertSQL, c.ddl.table(dayGainsRollup), strings.Join(values[:n], ", "))); err != nil {
+			return c.redact(fmt.Errorf("refresh %d project days of %s: %w", n, dayGainsRollup, err))
+		}
+		values = values[n:]
+	}
+	return nil
+}
+
+// dayGainsPerInsert bounds the project days one INSERT of refreshGainDays
+// names, and so its size (about 300 bytes each) within max_query_size.
+const dayGainsPerInsert = 500
+
+// dayGainsInsertSQL inserts the day values of a list of tuples (project,
+// day as 'YYYY-MM-DD', snapshots, new messages, reads gained, missed ticks, key).
+const dayGainsInsertSQL = `INSERT INTO %s (project_id, day, day_gain_state)
+SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
+FROM
+(
+    SELECT
+        toInt64(tupleElement(v, 1)) AS project_id,
+        toDate(tupleElement(v, 2)) AS day,
+        toUInt64(tupleElement(v, 3)) AS snapshots,
+        toUInt64(tupleElement(v, 4)) AS new_messages,
+        toInt64(tupleElement(v, 5)) AS reads_gained,
+        toUInt64(tupleElement(v, 6)) AS missed_ticks,
+        toString(tupleElement(v, 7)) AS day_key
+    FROM (SELECT arrayJoin([%s]) AS v)
+)
+GROUP BY project_id, day`
+
+// addKey adds the components of the gains key key to sum.
+func addKey(sum []*big.Int, key string) error {
+	pos := 0
+	for i, w := range gainKeyWidths {
+		if pos+w > len(key) {
+			return fmt.Errorf("gains key %q: %d characters, want %d", key, len(key), keyLen())
+		}
+		var x big.Int
+		if _, ok := x.SetString(key[pos:pos+w], 10); !ok {
+			return fmt.Errorf("gains key %q: component %d is not a number", key, i+1)
+		}
+		sum[i].Add(sum[i], &x)
+		pos += w
+	}
+	return nil
+}
+
+func keyLen() int {
+	n := 0
+	for _, w := range gainKeyWidths {
+		n += w
+	}
+	return n
+}
+
+// sortedProjectDays returns m's keys by project and day.
+func sortedProjectDays[V any](m map[projectDay]V) []projectDay {
+	out := make([]projectDay, 0, len(m))
+	for pd := range m {
+		out = append(out, pd)
+	}
+	slices.SortFunc(out, func(a, b projectDay) int { return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.day, b.day)) })
+	return out
+}
+
+// dayOf is the UTC day of the Unix time t, in days since the epoch.
+func dayOf(t uint32) uint32 { return t / 86400 }
