@@ -37,6 +37,7 @@ func (m *memSink) Write(ctx context.Context, b *sink.Batch) error {
 		Projects:  append([]sink.Project(nil), b.Projects...),
 		Messages:  append([]sink.Message(nil), b.Messages...),
 		Snapshots: append([]sink.Snapshot(nil), b.Snapshots...),
+		Schedule:  b.Schedule,
 	})
 	return nil
 }
@@ -114,6 +115,31 @@ func TestPassDefaultsAndDedupe(t *testing.T) {
 	}
 	if rep.Run.Status != sync.StatusOK || rep.Run.NFTTotal != 1 || rep.Run.RunID == "" {
 		t.Errorf("run %+v", rep.Run)
+	}
+}
+
+// Every batch of a scheduled pass names its schedule, by which reads
+// gained count the ticks missed between two snapshots; a backfill's none.
+func TestBatchesCarryTheirSchedule(t *testing.T) {
+	projects := apitest.Generate(3, 1, 3)
+	var names []string
+	for _, p := range projects {
+		names = append(names, p.NFT)
+	}
+	for _, schedule := range []string{"hourly", ""} {
+		out := &memSink{}
+		s, _ := newSyncer(t, out, 4, projects...) // several batches
+		if _, err := s.Run(context.Background(), sync.Pass{Names: names, Schedule: schedule}); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.batches) < 2 {
+			t.Fatalf("%d batches; the fixture wants several", len(out.batches))
+		}
+		for i, b := range out.batches {
+			if b.Schedule != schedule {
+				t.Errorf("pass of schedule %q: batch %d has schedule %q", schedule, i, b.Schedule)
+			}
+		}
 	}
 }
 

@@ -203,7 +203,8 @@ func (b *bencher) timePass(ctx context.Context, w io.Writer) error {
 func (b *bencher) printSizes(ctx context.Context, w io.Writer, rows uint64) error {
 	r, err := b.conn.Query(ctx, fmt.Sprintf(`SELECT table, sum(bytes_on_disk), sum(rows) FROM system.parts
 WHERE database = '%s' AND active AND table IN ('message_read_snapshots', 'message_read_latest_rollup',
-    'message_read_daily_rollup', 'project_read_snapshot_rollup')
+    'message_read_daily_rollup', 'project_read_snapshot_rollup', 'project_read_day_rollup', 'message_read_first_rollup',
+    'project_read_gain_rollup', 'project_read_day_gain_rollup')
 GROUP BY table ORDER BY table`, b.o.database))
 	if err != nil {
 		return fmt.Errorf("read table sizes: %w", err)

@@ -19,6 +19,7 @@ import (
 type target struct {
 	mu        gosync.Mutex
 	snapshots []sink.Snapshot
+	schedules []string // of each batch
 	runs      []sink.Run
 	fail      error
 	failAfter int // entries accepted before fail applies
@@ -39,6 +40,7 @@ func (t *target) Write(_ context.Context, b *sink.Batch) error {
 		return err
 	}
 	t.snapshots = append(t.snapshots, b.Snapshots...)
+	t.schedules = append(t.schedules, b.Schedule)
 	return nil
 }
 
@@ -76,6 +78,7 @@ func TestPutThenFlushDeliversEverythingOnceInOrder(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, 1<<30)
 	in := batch(1, 2, 3)
+	in.Schedule = "hourly" // what reads gained count missed ticks by
 	if err := s.PutBatch(in); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +112,9 @@ func TestPutThenFlushDeliversEverythingOnceInOrder(t *testing.T) {
 	}
 	if got.snapshots[0] != in.Snapshots[0] {
 		t.Errorf("snapshot changed on its way through the spool:\n got %+v\nwant %+v", got.snapshots[0], in.Snapshots[0])
+	}
+	if !slices.Equal(got.schedules, []string{"hourly", ""}) {
+		t.Errorf("batches' schedules %q, want hourly then none", got.schedules)
 	}
 	if len(got.runs) != 1 || got.runs[0] != run {
 		t.Errorf("runs %+v, want %+v", got.runs, run)
