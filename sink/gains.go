@@ -11,6 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Reads gained: how many reads a project's messages gained at each
@@ -341,6 +345,11 @@ WHERE listed > 0 AND toUInt32(next_at) > %[3]d`
 // computeGains computes the gain rows of targets, with the schedule of
 // each that scheduleOf knows. Projects are read together when their
 // targets span the same window, which for a pass's write is all of them.
+//
+// A message's previous row is, for most, its row at the project's
+// previous snapshot, read in the same scan as the targets' rows; only the
+// messages not listed there (new ones, ones listed again after a while)
+// are looked up further back, by name.
 func (c *ClickHouse) computeGains(ctx context.Context, targets map[int64]map[uint32]bool, scheduleOf func(gainTarget) string) ([]gainRow, error) {
 	type window struct{ from, to uint32 }
 	groups := map[window][]int64{}
@@ -351,18 +360,108 @@ func (c *ClickHouse) computeGains(ctx context.Context, targets map[int64]map[uin
 	}
 	scan := newGainScan(targets, false)
 	for w, projects := range groups {
-		if err := c.loadPriors(ctx, scan.priors, targets, projects, w.from); err != nil {
+		prev, err := c.previousSnapshots(ctx, projects, w.from)
+		if err != nil {
 			return nil, err
 		}
-		if err := c.scanSnapshots(ctx, scan, projects, w.from, w.to); err != nil {
+		rows, err := c.readSnapshots(ctx, projects, prev, w.from, w.to)
+		if err != nil {
 			return nil, err
 		}
+		// The messages whose first row read is a target's have their
+		// previous row further back, if any.
+		want := map[msgKey]bool{}
+		for i, r := range rows {
+			if i == 0 || r.key != rows[i-1].key {
+				if r.row.at >= w.from {
+					want[r.key] = true
+				}
+			}
+		}
+		if err := c.loadPriors(ctx, scan.priors, want, w.from); err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			scan.row(r.key, r.row)
+		}
+		scan.finish()
 	}
 	return c.gainRows(ctx, scan.sums, scheduleOf)
 }
 
+// previousSnapshots returns each project's latest snapshot before t, if it
+// has one in the week before, from the snapshot rollup.
+func (c *ClickHouse) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
+	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d) GROUP BY project_id",
+		c.ddl.table(snapshotRollup), joinInts(projects), t-min(t, previousSnapshotSpan), t)
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]uint32{}
+	for rows.Next() {
+		var (
+			p  int64
+			at uint32
+		)
+		if err := rows.Scan(&p, &at); err != nil {
+			return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
+		}
+		out[p] = at
+	}
+	return out, rows.Err()
+}
+
+// previousSnapshotSpan is how far back previousSnapshots looks: beyond,
+// the messages are looked up one by one, as after a long outage.
+const previousSnapshotSpan = 7 * 86400
+
+// scannedRow is a row of the snapshot table as a refresh reads it.
+type scannedRow struct {
+	key msgKey
+	row snapRow
+}
+
+// readSnapshots returns the rows of projects with snapshot_at in [from,
+// to] or at the project's snapshot in prev, in gainScan's order.
+func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32) ([]scannedRow, error) {
+	when := fmt.Sprintf("snapshot_at >= toDateTime(%d) AND snapshot_at <= toDateTime(%d)", from, to)
+	if len(prev) > 0 {
+		ats := map[uint32]bool{}
+		for _, at := range prev {
+			ats[at] = true
+		}
+		when = fmt.Sprintf("(%s OR toUInt32(snapshot_at) IN (%s))", when, joinInts(sortedKeys(ats)))
+	}
+	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count
+FROM %s
+WHERE project_id IN (%s) AND %s
+ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), joinInts(projects), when)
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("read snapshots from %s to %s: %w", unixUTC(from), unixUTC(to), err)
+	}
+	defer rows.Close()
+	var out []scannedRow
+	for rows.Next() {
+		var r scannedRow
+		if err := rows.Scan(&r.key.project, &r.key.message, &r.row.at, &r.row.version, &r.row.reads); err != nil {
+			return nil, fmt.Errorf("read snapshots: %w", err)
+		}
+		// Another project's previous snapshot at the same time is not
+		// this one's.
+		if r.row.at < from && r.row.at != prev[r.key.project] {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // scanSnapshots feeds scan the rows of projects with snapshot_at in
-// [from, to], in its order.
+// [from, to], in its order, as they arrive: the fold's way, over whole
+// histories.
 func (c *ClickHouse) scanSnapshots(ctx context.Context, scan *gainScan, projects []int64, from, to uint32) error {
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count
 FROM %s
@@ -391,138 +490,87 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTab
 }
 
 // loadPriors puts into priors the newest row before from of each message
-// of projects that has a row at a target and was seen before from. The
-// rows of from's day come from the snapshot table, summed up on the
-// server; the days before from the daily rollup, looking back a day first,
-// which finds every message a schedule of ticks at least daily listed at
-// its last tick, with no list of messages to send; then, for the few left
-// (listed again after a while), the rest of the history, by message.
-func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, targets map[int64]map[uint32]bool, projects []int64, from uint32) error {
-	q := fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE project_id IN (%s) GROUP BY project_id, message_id HAVING minMerge(first_seen) < toDateTime(%d)",
-		c.ddl.table(firstRollup), joinInts(projects), from)
-	old, err := c.queryMessages(ctx, q)
+// in want seen before from: first those of from's day, from the snapshot
+// table, then those of the days before, from the daily rollup, each read
+// by message. Messages first seen from from on have none.
+func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, want map[msgKey]bool, from uint32) error {
+	if len(want) == 0 {
+		return nil
+	}
+	seen, err := c.messagesIn(ctx, want, fmt.Sprintf(
+		"SELECT project_id, message_id FROM %s WHERE %%s GROUP BY project_id, message_id HAVING minMerge(first_seen) < toDateTime(%d)",
+		c.ddl.table(firstRollup), from))
 	if err != nil {
 		return fmt.Errorf("read when messages were first seen: %w", err)
 	}
-	day := unixUTC(dayStart(from))
-	dayBefore := day.AddDate(0, 0, -1)
-	steps := []struct{ agg, table, where string }{
-		{"max(" + snapshotRow + ")", snapshotsTable.name, fmt.Sprintf("project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)",
-			joinInts(projects), dayStart(from), from)},
-		{"maxMerge(day_row)", dailyRollup, fmt.Sprintf("project_id IN (%s) AND day = %s", joinInts(projects), quoteDate(dayBefore))},
+	for k := range want {
+		if !seen[k] {
+			delete(want, k)
+		}
 	}
-	if dayStart(from) == from {
-		steps = steps[1:]
-	}
-	for _, st := range steps {
-		if len(old) == 0 {
+	day := dayStart(from)
+	for _, step := range []struct{ agg, table, where string }{
+		{"max(" + snapshotRow + ")", snapshotsTable.name, fmt.Sprintf("snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)", day, from)},
+		{"maxMerge(day_row)", dailyRollup, "day < " + quoteDate(unixUTC(day))},
+	} {
+		if len(want) == 0 {
 			return nil
 		}
-		if err := c.readPriors(ctx, priors, old, st.agg, st.table, st.where); err != nil {
-			return err
-		}
-	}
-	if len(old) == 0 {
-		return nil
-	}
-	var pairs []string
-	for _, p := range projects {
-		for _, at := range sortedKeys(targets[p]) {
-			pairs = append(pairs, fmt.Sprintf("(%d, %d)", p, at))
-		}
-	}
-	q = fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE project_id IN (%s) AND (project_id, toUInt32(snapshot_at)) IN (%s) GROUP BY project_id, message_id",
-		c.ddl.table(snapshotsTable.name), joinInts(sortedKeys(old)), strings.Join(pairs, ", "))
-	listed, err := c.queryMessages(ctx, q)
-	if err != nil {
-		return fmt.Errorf("read the messages listed at the snapshots refreshed: %w", err)
-	}
-	for p, ms := range old {
-		for m := range ms {
-			if !listed[p][m] {
-				delete(ms, m)
-			}
-		}
-		if len(ms) == 0 {
-			delete(old, p)
-		}
-	}
-	for _, p := range sortedKeys(old) {
-		ms := sortedKeys(old[p])
-		for len(ms) > 0 {
-			n := min(len(ms), priorsPerQuery)
-			where := fmt.Sprintf("project_id = %d AND day < %s AND message_id IN (%s)", p, quoteDate(dayBefore), joinInts(ms[:n]))
-			if err := c.readPriors(ctx, priors, old, "maxMerge(day_row)", dailyRollup, where); err != nil {
+		q := fmt.Sprintf(`SELECT project_id, message_id, %s, %s, %s
+FROM
+(
+    SELECT project_id, message_id, %s AS message_row
+    FROM %s
+    WHERE %s AND %%s
+    GROUP BY project_id, message_id
+)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion), rowUInt64("message_row", rowReadCount),
+			step.agg, c.ddl.table(step.table), step.where)
+		err := c.queryIn(ctx, want, q, func(rows driver.Rows) error {
+			var (
+				k     msgKey
+				at, v uint64
+				r     snapRow
+			)
+			if err := rows.Scan(&k.project, &k.message, &at, &v, &r.reads); err != nil {
 				return err
 			}
-			ms = ms[n:]
+			r.at, r.version = uint32(at), v
+			priors[k] = r
+			delete(want, k)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read messages' rows before %s: %w", unixUTC(from), err)
 		}
 	}
 	return nil
 }
 
-// priorsPerQuery bounds the messages one query of loadPriors names, and so
-// its size.
-const priorsPerQuery = 10_000
-
-// queryMessages runs q, which selects project ids and message ids, and
-// returns the messages per project.
-func (c *ClickHouse) queryMessages(ctx context.Context, q string) (map[int64]map[int64]bool, error) {
-	rows, err := c.conn.Query(ctx, q)
+// queryIn runs q, whose %s is replaced by a condition that selects the
+// messages of want, calling each for every row. The messages go as
+// external data, a table sent with the query, however many; GLOBAL makes
+// the shards of a cluster receive it too.
+func (c *ClickHouse) queryIn(ctx context.Context, want map[msgKey]bool, q string, each func(driver.Rows) error) error {
+	input, err := ext.NewTable("wanted", ext.Column("project_id", "Int64"), ext.Column("message_id", "Int64"))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer rows.Close()
-	out := map[int64]map[int64]bool{}
-	for rows.Next() {
-		var k msgKey
-		if err := rows.Scan(&k.project, &k.message); err != nil {
-			return nil, err
+	projects := map[int64]bool{}
+	for k := range want {
+		projects[k.project] = true
+		if err := input.Append(k.project, k.message); err != nil {
+			return err
 		}
-		if out[k.project] == nil {
-			out[k.project] = map[int64]bool{}
-		}
-		out[k.project][k.message] = true
 	}
-	return out, rows.Err()
-}
-
-// readPriors reads the newest row of each message among the rows of table
-// that where selects, agg being how the table gives it in snapshotRow's
-// form, and keeps in priors those of the messages in want, which it then
-// drops from want.
-func (c *ClickHouse) readPriors(ctx context.Context, priors map[msgKey]snapRow, want map[int64]map[int64]bool, agg, table, where string) error {
-	q := fmt.Sprintf(`SELECT project_id, message_id, %s, %s, %s
-FROM
-(
-    SELECT project_id, message_id, %s AS message_row
-    FROM %s
-    WHERE %s
-    GROUP BY project_id, message_id
-)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion), rowUInt64("message_row", rowReadCount),
-		agg, c.ddl.table(table), where)
-	rows, err := c.conn.Query(ctx, q)
+	cond := fmt.Sprintf("project_id IN (%s) AND (project_id, message_id) GLOBAL IN (SELECT project_id, message_id FROM wanted)", joinInts(sortedKeys(projects)))
+	rows, err := c.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(input)), fmt.Sprintf(q, cond))
 	if err != nil {
-		return fmt.Errorf("read messages' earlier rows: %w", err)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var (
-			k     msgKey
-			at, v uint64
-			r     snapRow
-		)
-		if err := rows.Scan(&k.project, &k.message, &at, &v, &r.reads); err != nil {
-			return fmt.Errorf("read messages' earlier rows: %w", err)
-		}
-		if !want[k.project][k.message] {
-			continue
-		}
-		r.at, r.version = uint32(at), v
-		priors[k] = r
-		delete(want[k.project], k.message)
-		if len(want[k.project]) == 0 {
-			delete(want, k.project)
+		if err := each(rows); err != nil {
+			return err
 		}
 	}
 	return rows.Err()
@@ -530,6 +578,21 @@ FROM
 
 // quoteDate writes t's UTC day as a Date literal.
 func quoteDate(t time.Time) string { return "toDate('" + t.UTC().Format(time.DateOnly) + "')" }
+
+// messagesIn returns the messages of want that q, queried as by queryIn,
+// selects.
+func (c *ClickHouse) messagesIn(ctx context.Context, want map[msgKey]bool, q string) (map[msgKey]bool, error) {
+	out := map[msgKey]bool{}
+	err := c.queryIn(ctx, want, q, func(rows driver.Rows) error {
+		var k msgKey
+		if err := rows.Scan(&k.project, &k.message); err != nil {
+			return err
+		}
+		out[k] = true
+		return nil
+	})
+	return out, err
+}
 
 // gainRows turns the sums into rows, counting each one's missed ticks.
 func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum, scheduleOf func(gainTarget) string) ([]gainRow, error) {

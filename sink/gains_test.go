@@ -182,7 +182,8 @@ func ofProject(lines []string, p int64) []string {
 // TestGainsEqualBruteForce writes the generated history (a tick run twice,
 // a retried list, a spool replay delivered twice, a backfill in the past,
 // a message that appears mid-history, one that stops being listed, one
-// listed again after two days, a missed tick) and compares the gains
+// listed again after two days, one left out of a single list, a missed
+// tick) and compares the gains
 // views with the brute force, before and after every table is merged.
 func TestGainsEqualBruteForce(t *testing.T) {
 	ch, db := openTestSink(t)

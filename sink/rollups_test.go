@@ -248,6 +248,11 @@ func (h *history) generate(redeliver bool) {
 			continue
 		case 15:
 			delete(h.deleted, [2]int64{3, 3})
+			// A message left out of one list and back in the next, on
+			// the same day.
+			h.deleted[[2]int64{4, 3}] = true
+		case 16:
+			delete(h.deleted, [2]int64{4, 3})
 		case 3:
 			// The same tick run twice: the second run's rows are newer
 			// versions of the same keys.

@@ -13,10 +13,11 @@ const (
 	targetCPUMessages = 40_000 // the message count targetCPUSeconds is stated for
 	targetRSSMiB      = 40
 	targetBigRSSMiB   = 64
-	// projects, messages, message_read_snapshots, and the refresh of the
-	// days the snapshots touched (project_read_day_rollup); the
+	// projects, messages, message_read_snapshots, and the refreshes of
+	// what the snapshots touched: project_read_day_rollup,
+	// project_read_gain_rollup and project_read_day_gain_rollup. The
 	// materialized views' own writes are part of the snapshots' INSERT.
-	tablesPerBatch   = 4
+	tablesPerBatch   = 6
 	runRecordInserts = 1 // the sync_runs record
 )
 
@@ -87,7 +88,7 @@ func (o options) workloads() []workload {
 	return ws
 }
 
-// insertTarget is "about one INSERT per table per batch of rows": four per
+// insertTarget is "about one INSERT per table per batch of rows": six per
 // READSYNC_BATCH_ROWS rows written, plus the run record.
 func (o options) insertTarget(w workload) uint64 {
 	batches := (w.rows() + uint64(o.batchRows) - 1) / uint64(o.batchRows)
