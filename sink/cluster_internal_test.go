@@ -56,8 +56,8 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_snapshots": "View", "schedule_coverage": "View", "project_read_day_rollup_local": "ReplicatedAggregatingMergeTree",
 				"project_read_day_rollup": "Distributed", "project_read_snapshot_rollup_folds_local": "ReplicatedReplacingMergeTree",
 				"project_read_snapshot_rollup_folds": "Distributed", "project_read_gain_rollup_local": "ReplicatedMergeTree",
-				"project_read_gain_rollup": "Distributed",
-				"project_read_gains":       "View", "project_read_daily_gains": "View",
+				"project_read_gain_rollup": "Distributed", "project_read_day_gain_rollup_local": "ReplicatedAggregatingMergeTree",
+				"project_read_day_gain_rollup": "Distributed", "project_read_gains": "View", "project_read_daily_gains": "View",
 			}
 			for _, r := range append(rollupTables(), firstRollupTable) {
 				want[r.name+"_local"] = "Replicated" + r.layout.engine.name

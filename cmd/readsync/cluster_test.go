@@ -28,6 +28,9 @@ var dumps = []struct{ name, query string }{
 	{"sync_runs", "SELECT schedule, trigger, snapshot_at, nft_total, nft_ok, nft_failed, messages, status, error FROM {db}.sync_runs ORDER BY snapshot_at, nft_total"},
 	{"message_read_latest", "SELECT * FROM {db}.message_read_latest ORDER BY project_id, message_id"},
 	{"project_read_daily", "SELECT * FROM {db}.project_read_daily ORDER BY day, project_id"},
+	{"project_read_gains", "SELECT snapshot_at, project_id, nft, project_name, ifNull(toString(prev_snapshot_at), ''), messages, new_messages, " +
+		"reads_gained, missed_ticks FROM {db}.project_read_gains ORDER BY project_id, snapshot_at"},
+	{"project_read_daily_gains", "SELECT * FROM {db}.project_read_daily_gains ORDER BY day, project_id"},
 }
 
 // dump reads every row of the dumps from one server, as text.
