@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -120,7 +121,36 @@ func TestOverrunningPassRecordsSkippedTick(t *testing.T) {
 			" WHERE status = 'skipped' AND trigger = 'cron' AND schedule = 'fast'").Scan(&n)
 		return err == nil && n > 0
 	}, log.String)
+	// The reads the fast project gained across a skipped tick say so.
+	eventually(t, "a gain across a skipped tick", func() bool {
+		var n uint64
+		err := f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.db.Table("project_read_gains")+" WHERE missed_ticks > 0").Scan(&n)
+		return err == nil && n > 0
+	}, log.String)
 	stop()
+	// Each interval counts the ticks recorded strictly inside it.
+	var ticks []uint32
+	for _, line := range sinktest.Lines(t, f.db.Conn, "SELECT DISTINCT toString(toUInt32(snapshot_at)) FROM "+f.db.Table("sync_runs")+
+		" WHERE trigger = 'cron' AND schedule = 'fast'") {
+		var at uint32
+		fmt.Sscan(line, &at)
+		ticks = append(ticks, at)
+	}
+	for _, line := range sinktest.Lines(t, f.db.Conn, "SELECT concat(toString(toUInt32(snapshot_at)), ' ', toString(toUInt32(prev_snapshot_at)), ' ', toString(missed_ticks)) FROM "+
+		f.db.Table("project_read_gains")+" WHERE prev_snapshot_at IS NOT NULL") {
+		var at, prev uint32
+		var missed int
+		fmt.Sscan(line, &at, &prev, &missed)
+		want := 0
+		for _, tick := range ticks {
+			if tick > prev && tick < at {
+				want++
+			}
+		}
+		if missed != want {
+			t.Errorf("gain at %d since %d: %d missed ticks, want the %d recorded between", at, prev, missed, want)
+		}
+	}
 	if !strings.Contains(log.String(), `"level":"WARN","msg":"pass skipped: the previous pass of this schedule is still running","schedule":"fast"`) {
 		t.Errorf("the skipped tick is not logged as a warning:\n%s", log.String())
 	}
