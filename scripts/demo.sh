@@ -78,6 +78,13 @@ main() {
 	ORDER BY nft, snapshot_at
 	FORMAT PrettyCompactMonoBlock"
 
+	say "reads gained per project since its previous snapshot (the project_read_gains view)"
+	scripts/clickhouse.sh query "
+	SELECT nft, snapshot_at, prev_snapshot_at, messages, new_messages, reads_gained, missed_ticks
+	FROM $DB.project_read_gains
+	ORDER BY nft, snapshot_at
+	FORMAT PrettyCompactMonoBlock"
+
 	say "passes recorded in sync_runs"
 	scripts/clickhouse.sh query "
 	SELECT snapshot_at, trigger, status, nft_ok, nft_failed, messages
