@@ -364,29 +364,75 @@ func (c *ClickHouse) computeGains(ctx context.Context, targets map[int64]map[uin
 		if err != nil {
 			return nil, err
 		}
-		rows, err := c.readSnapshots(ctx, projects, prev, w.from, w.to)
+		var dormant []int64
+		for _, p := range projects {
+			if _, ok := prev[p]; !ok {
+				dormant = append(dormant, p)
+			}
+		}
+		seen, err := c.projectsSeenBefore(ctx, dormant, w.from)
 		if err != nil {
 			return nil, err
 		}
-		// The messages whose first row read is a target's have their
-		// previous row further back, if any.
-		want := map[msgKey]bool{}
-		for i, r := range rows {
-			if i == 0 || r.key != rows[i-1].key {
-				if r.row.at >= w.from {
+		// A message whose first row read is a target's has its previous
+		// row further back, if any: its rows wait until that is looked
+		// up, unless its project has no earlier snapshot at all (a new
+		// project's first pass, all of whose messages are new). The
+		// others go through the scan as they arrive, so that memory
+		// stays the few that wait.
+		var (
+			waiting []scannedRow
+			want    = map[msgKey]bool{}
+			started bool
+			last    msgKey
+			wait    bool
+		)
+		err = c.readSnapshots(ctx, projects, prev, w.from, w.to, func(r scannedRow) {
+			if !started || r.key != last {
+				started = true
+				_, hasPrev := prev[r.key.project]
+				wait = r.row.at >= w.from && (hasPrev || seen[r.key.project])
+				last = r.key
+				if wait {
 					want[r.key] = true
 				}
 			}
+			if wait {
+				waiting = append(waiting, r)
+				return
+			}
+			scan.row(r.key, r.row)
+		})
+		if err != nil {
+			return nil, err
 		}
+		scan.finish()
 		if err := c.loadPriors(ctx, scan.priors, want, w.from); err != nil {
 			return nil, err
 		}
-		for _, r := range rows {
+		for _, r := range waiting {
 			scan.row(r.key, r.row)
 		}
 		scan.finish()
 	}
 	return c.gainRows(ctx, scan.sums, scheduleOf)
+}
+
+// projectsSeenBefore returns which of projects have a snapshot before t.
+func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t uint32) (map[int64]bool, error) {
+	out := map[int64]bool{}
+	if len(projects) == 0 {
+		return out, nil
+	}
+	seen, err := queryColumn[int64](ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE project_id IN (%s) AND snapshot_at < toDateTime(%d)",
+		c.ddl.table(snapshotRollup), joinInts(projects), t))
+	if err != nil {
+		return nil, fmt.Errorf("look for projects' earlier snapshots: %w", err)
+	}
+	for _, p := range seen {
+		out[p] = true
+	}
+	return out, nil
 }
 
 // previousSnapshots returns each project's latest snapshot before t, if it
@@ -423,9 +469,9 @@ type scannedRow struct {
 	row snapRow
 }
 
-// readSnapshots returns the rows of projects with snapshot_at in [from,
-// to] or at the project's snapshot in prev, in gainScan's order.
-func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32) ([]scannedRow, error) {
+// readSnapshots calls each for every row of projects with snapshot_at in
+// [from, to] or at the project's snapshot in prev, in gainScan's order.
+func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32, each func(scannedRow)) error {
 	when := fmt.Sprintf("snapshot_at >= toDateTime(%d) AND snapshot_at <= toDateTime(%d)", from, to)
 	if len(prev) > 0 {
 		ats := map[uint32]bool{}
@@ -440,23 +486,22 @@ WHERE project_id IN (%s) AND %s
 ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), joinInts(projects), when)
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("read snapshots from %s to %s: %w", unixUTC(from), unixUTC(to), err)
+		return fmt.Errorf("read snapshots from %s to %s: %w", unixUTC(from), unixUTC(to), err)
 	}
 	defer rows.Close()
-	var out []scannedRow
 	for rows.Next() {
 		var r scannedRow
 		if err := rows.Scan(&r.key.project, &r.key.message, &r.row.at, &r.row.version, &r.row.reads); err != nil {
-			return nil, fmt.Errorf("read snapshots: %w", err)
+			return fmt.Errorf("read snapshots: %w", err)
 		}
 		// Another project's previous snapshot at the same time is not
 		// this one's.
 		if r.row.at < from && r.row.at != prev[r.key.project] {
 			continue
 		}
-		out = append(out, r)
+		each(r)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // scanSnapshots feeds scan the rows of projects with snapshot_at in

@@ -292,3 +292,18 @@ func TestGainRefreshesLandInAnyOrder(t *testing.T) {
 	}
 	assertGainsEqualBruteForce(t, db, historySchedule, 1)
 }
+
+// A project fetched again after more than a week is not new: its messages'
+// previous rows are found however far back they are.
+func TestGainsAfterALongAbsence(t *testing.T) {
+	ch, db := openTestSink(t)
+	h := newHistory(t, ch)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	h.pass(day.Add(6 * time.Hour))
+	h.pass(day.Add(12 * time.Hour))
+	h.pass(day.Add(10*24*time.Hour + 6*time.Hour))
+	assertGainsEqualBruteForce(t, db, historySchedule, 1)
+	if got := sinktest.Lines(t, db.Conn, "SELECT toString(sum(new_messages)) FROM "+db.Table("project_read_gains")+" WHERE snapshot_at > toDateTime('2026-03-05 00:00:00')"); len(got) != 1 || got[0] != "0" {
+		t.Errorf("new messages after the absence: %v, want none", got)
+	}
+}
