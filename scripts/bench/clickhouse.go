@@ -92,7 +92,8 @@ func (c *clickHouse) count(ctx context.Context, db string, r *result) error {
 	}
 	blocks, berr := c.number(ctx, fmt.Sprintf(`SELECT toUInt64(sum(b)) FROM
 		(SELECT table, max(max_block_number) AS b FROM system.parts WHERE database = '%s'
-		AND table IN ('projects', 'messages', 'message_read_snapshots', 'sync_runs', 'project_read_day_rollup') GROUP BY table)`, db))
+		AND table IN ('projects', 'messages', 'message_read_snapshots', 'sync_runs', 'project_read_day_rollup',
+		'project_read_gain_rollup', 'project_read_day_gain_rollup') GROUP BY table)`, db))
 	r.blocks = blocks
 	return errors.Join(err, berr)
 }
