@@ -291,24 +291,8 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets map[int64]map[ui
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at > toDateTime(%d) GROUP BY project_id",
 		c.ddl.table(snapshotRollup), joinInts(projects), lowest)
-	rows, err := c.conn.Query(ctx, q)
+	latest, err := perProject[uint32](ctx, c.conn, q)
 	if err != nil {
-		return fmt.Errorf("look for later snapshots: %w", err)
-	}
-	latest := map[int64]uint32{}
-	for rows.Next() {
-		var (
-			p  int64
-			at uint32
-		)
-		if err := rows.Scan(&p, &at); err != nil {
-			rows.Close()
-			return fmt.Errorf("look for later snapshots: %w", err)
-		}
-		latest[p] = at
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return fmt.Errorf("look for later snapshots: %w", err)
 	}
 	for _, p := range projects {
@@ -440,21 +424,31 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 func (c *ClickHouse) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d) GROUP BY project_id",
 		c.ddl.table(snapshotRollup), joinInts(projects), t-min(t, previousSnapshotSpan), t)
-	rows, err := c.conn.Query(ctx, q)
+	out, err := perProject[uint32](ctx, c.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
 	}
+	return out, nil
+}
+
+// perProject runs q, which selects a project id and a value, and returns
+// the values by project.
+func perProject[V any](ctx context.Context, conn driver.Conn, q string) (map[int64]V, error) {
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	out := map[int64]uint32{}
+	out := map[int64]V{}
 	for rows.Next() {
 		var (
-			p  int64
-			at uint32
+			p int64
+			v V
 		)
-		if err := rows.Scan(&p, &at); err != nil {
-			return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
+		if err := rows.Scan(&p, &v); err != nil {
+			return nil, err
 		}
-		out[p] = at
+		out[p] = v
 	}
 	return out, rows.Err()
 }
@@ -690,23 +684,11 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum,
 func (c *ClickHouse) projectSchedules(ctx context.Context, projects []int64) (map[int64]string, error) {
 	q := fmt.Sprintf("SELECT project_id, argMax(gain_schedule, snapshot_at) FROM %s WHERE project_id IN (%s) AND gain_schedule != '' GROUP BY project_id",
 		c.ddl.table(gainsRollup), joinInts(projects))
-	rows, err := c.conn.Query(ctx, q)
+	out, err := perProject[string](ctx, c.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' schedules: %w", err)
 	}
-	defer rows.Close()
-	out := map[int64]string{}
-	for rows.Next() {
-		var (
-			p int64
-			s string
-		)
-		if err := rows.Scan(&p, &s); err != nil {
-			return nil, fmt.Errorf("read projects' schedules: %w", err)
-		}
-		out[p] = s
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ticksOf returns, per schedule, the sorted times of its cron ticks that
