@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -70,12 +71,10 @@ func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow) error {
 // the daemon's, have none: one cheap query on the snapshot rollup says so.
 func (c *ClickHouse) addSuccessors(ctx context.Context, targets map[int64]map[uint32]bool) error {
 	projects := sortedKeys(targets)
-	lowest := uint32(0)
-	for i, p := range projects {
+	lowest := uint32(math.MaxUint32)
+	for _, p := range projects {
 		for at := range targets[p] {
-			if i == 0 || at < lowest {
-				lowest = at
-			}
+			lowest = min(lowest, at)
 		}
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at > toDateTime(%d) GROUP BY project_id",

@@ -307,3 +307,23 @@ func TestGainsAfterALongAbsence(t *testing.T) {
 		t.Errorf("new messages after the absence: %v, want none", got)
 	}
 }
+
+// One batch holding two snapshots of a project, one before the project's
+// latest and one after it (a backfill over several times): the snapshot in
+// between is refreshed too, its previous snapshot being the backfilled one.
+func TestGainsOfABatchAroundAnExistingSnapshot(t *testing.T) {
+	ch, db := openTestSink(t)
+	h := newHistory(t, ch)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	h.pass(day.Add(8 * time.Hour))
+	h.pass(day.Add(12 * time.Hour))
+	var b sink.Batch
+	for _, at := range []time.Duration{10 * time.Hour, 15 * time.Hour} {
+		f := h.fetch(1, day.Add(at), h.nextVersion())
+		b.Projects = append(b.Projects, f.Projects...)
+		b.Messages = append(b.Messages, f.Messages...)
+		b.Snapshots = append(b.Snapshots, f.Snapshots...)
+	}
+	h.write(&b)
+	assertGainsEqualBruteForce(t, db, historySchedule, 1)
+}
