@@ -3,6 +3,8 @@ package sink
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,31 +62,22 @@ GROUP BY project_id, day`
 // refreshDays recomputes the day rollup for the project days of snaps,
 // which were just written.
 func (c *ClickHouse) refreshDays(ctx context.Context, snaps []Snapshot) error {
-	type projectDay struct {
-		project int64
-		day     string
-	}
-	seen := map[projectDay]bool{}
-	var pairs, projects []string
-	projectSeen := map[int64]bool{}
+	days := map[projectDay]bool{}
+	projects := map[int64]bool{}
 	for i := range snaps {
-		pd := projectDay{snaps[i].ProjectID, snaps[i].SnapshotAt.Time().UTC().Format(time.DateOnly)}
-		if seen[pd] {
-			continue
-		}
-		seen[pd] = true
-		pairs = append(pairs, fmt.Sprintf("(%d, '%s')", pd.project, pd.day))
-		if !projectSeen[pd.project] {
-			projectSeen[pd.project] = true
-			projects = append(projects, fmt.Sprint(pd.project))
-		}
+		days[projectDay{snaps[i].ProjectID, dayOf(uint32(snaps[i].SnapshotAt))}] = true
+		projects[snaps[i].ProjectID] = true
+	}
+	var pairs []string
+	for _, pd := range slices.SortedFunc(maps.Keys(days), projectDay.compare) {
+		pairs = append(pairs, fmt.Sprintf("(%d, '%s')", pd.project, Time(pd.day*86400).Time().Format(time.DateOnly)))
 	}
 	if len(pairs) == 0 {
 		return nil
 	}
 	// project_id IN (…) lets the daily rollup's primary key narrow the
 	// read; the pairs make it exact.
-	where := fmt.Sprintf("WHERE project_id IN (%s) AND (project_id, day) IN (%s)", strings.Join(projects, ", "), strings.Join(pairs, ", "))
+	where := fmt.Sprintf("WHERE project_id IN (%s) AND (project_id, day) IN (%s)", joinInts(slices.Sorted(maps.Keys(projects))), strings.Join(pairs, ", "))
 	if err := c.conn.Exec(c.syncInserts(ctx), dayRefresh(c.ddl, where)); err != nil {
 		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(pairs), dayRollup, err))
 	}

@@ -1,9 +1,9 @@
 package sink
 
 import (
-	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math/big"
 	"slices"
 	"strings"
@@ -38,12 +38,6 @@ const dayGainsRollup = "project_read_day_gain_rollup"
 // gainSum.key).
 var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 
-// projectDay is a project's UTC day, as days since the Unix epoch.
-type projectDay struct {
-	project int64
-	day     uint32
-}
-
 // refreshGainDays recomputes the day gains rollup for days from the gains
 // rollup.
 func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[projectDay]bool) error {
@@ -63,7 +57,7 @@ func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[projectDay]bo
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)
-GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(sortedKeys(projects)), lo*86400, (hi+1)*86400)
+GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(slices.Sorted(maps.Keys(projects))), lo*86400, (hi+1)*86400)
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
@@ -118,7 +112,7 @@ GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(sortedKeys
 	if err != nil {
 		return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
 	}
-	for _, pd := range sortedProjectDays(sums) {
+	for _, pd := range slices.SortedFunc(maps.Keys(sums), projectDay.compare) {
 		s := sums[pd]
 		var key strings.Builder
 		fmt.Fprintf(&key, "%020d", s.snapshots)
@@ -128,7 +122,7 @@ GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(sortedKeys
 			// snapshots a day.
 			fmt.Fprintf(&key, "%045s", k.String())
 		}
-		if err := input.Append(pd.project, unixUTC(pd.day*86400), s.snapshots, s.newMessages, s.reads, s.missed, key.String()); err != nil {
+		if err := input.Append(pd.project, Time(pd.day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, key.String()); err != nil {
 			return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
 		}
 	}
@@ -166,16 +160,3 @@ func keyLen() int {
 	}
 	return n
 }
-
-// sortedProjectDays returns m's keys by project and day.
-func sortedProjectDays[V any](m map[projectDay]V) []projectDay {
-	out := make([]projectDay, 0, len(m))
-	for pd := range m {
-		out = append(out, pd)
-	}
-	slices.SortFunc(out, func(a, b projectDay) int { return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.day, b.day)) })
-	return out
-}
-
-// dayOf is the UTC day of the Unix time t, in days since the epoch.
-func dayOf(t uint32) uint32 { return t / 86400 }

@@ -104,7 +104,9 @@ func (c *ClickHouse) foldGains(ctx context.Context, log *slog.Logger) error {
 	for i, projects := range steps {
 		start := time.Now()
 		scan := newGainScan(nil, true)
-		if err := c.scanSnapshots(ctx, scan, projects, 0, math.MaxUint32); err != nil {
+		err := c.readSnapshots(ctx, projects, nil, 0, math.MaxUint32, func(r scannedRow) { scan.row(r.key, r.row) })
+		scan.finish()
+		if err != nil {
 			return c.redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 		}
 		out, err := c.gainRows(ctx, scan.sums, func(gainTarget) string { return "" })

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -70,7 +71,7 @@ func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow) error {
 // later snapshots, each of s's messages' next snapshot. Writes in order,
 // the daemon's, have none: one cheap query on the snapshot rollup says so.
 func (c *ClickHouse) addSuccessors(ctx context.Context, targets map[int64]map[uint32]bool) error {
-	projects := sortedKeys(targets)
+	projects := slices.Sorted(maps.Keys(targets))
 	lowest := uint32(math.MaxUint32)
 	for _, p := range projects {
 		for at := range targets[p] {
@@ -79,18 +80,18 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets map[int64]map[ui
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at > toDateTime(%d) GROUP BY project_id",
 		c.ddl.table(snapshotRollup), joinInts(projects), lowest)
-	latest, err := perProject[uint32](ctx, c.conn, q)
+	latest, err := queryMap[int64, uint32](ctx, c.conn, q)
 	if err != nil {
 		return fmt.Errorf("look for later snapshots: %w", err)
 	}
 	for _, p := range projects {
-		for _, at := range sortedKeys(targets[p]) {
+		for _, at := range slices.Sorted(maps.Keys(targets[p])) {
 			if latest[p] <= at {
 				continue
 			}
 			next, err := queryColumn[uint32](ctx, c.conn, fmt.Sprintf(nextSnapshotsSQL, c.ddl.table(snapshotsTable.name), p, at))
 			if err != nil {
-				return fmt.Errorf("next snapshots of project %d after %s: %w", p, unixUTC(at), err)
+				return fmt.Errorf("next snapshots of project %d after %s: %w", p, Time(at).Time(), err)
 			}
 			for _, n := range next {
 				targets[p][n] = true
@@ -125,8 +126,8 @@ WHERE listed > 0 AND toUInt32(next_at) > %[3]d`
 func (c *ClickHouse) computeGains(ctx context.Context, targets map[int64]map[uint32]bool, scheduleOf func(gainTarget) string) ([]gainRow, error) {
 	type window struct{ from, to uint32 }
 	groups := map[window][]int64{}
-	for _, p := range sortedKeys(targets) {
-		ats := sortedKeys(targets[p])
+	for _, p := range slices.Sorted(maps.Keys(targets)) {
+		ats := slices.Sorted(maps.Keys(targets[p]))
 		w := window{ats[0], ats[len(ats)-1]}
 		groups[w] = append(groups[w], p)
 	}
@@ -212,33 +213,11 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 func (c *ClickHouse) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d) GROUP BY project_id",
 		c.ddl.table(snapshotRollup), joinInts(projects), t-min(t, previousSnapshotSpan), t)
-	out, err := perProject[uint32](ctx, c.conn, q)
+	out, err := queryMap[int64, uint32](ctx, c.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
 	}
 	return out, nil
-}
-
-// perProject runs q, which selects a project id and a value, and returns
-// the values by project.
-func perProject[V any](ctx context.Context, conn driver.Conn, q string) (map[int64]V, error) {
-	rows, err := conn.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int64]V{}
-	for rows.Next() {
-		var (
-			p int64
-			v V
-		)
-		if err := rows.Scan(&p, &v); err != nil {
-			return nil, err
-		}
-		out[p] = v
-	}
-	return out, rows.Err()
 }
 
 // previousSnapshotSpan is how far back previousSnapshots looks: beyond,
@@ -252,7 +231,9 @@ type scannedRow struct {
 }
 
 // readSnapshots calls each for every row of projects with snapshot_at in
-// [from, to] or at the project's snapshot in prev, in gainScan's order.
+// [from, to] or at the project's snapshot in prev (nil for none), in
+// gainScan's order, as the rows arrive: a refresh reads a few snapshots,
+// the fold whole histories.
 func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32, each func(scannedRow)) error {
 	when := fmt.Sprintf("snapshot_at >= toDateTime(%d) AND snapshot_at <= toDateTime(%d)", from, to)
 	if len(prev) > 0 {
@@ -260,7 +241,7 @@ func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev m
 		for _, at := range prev {
 			ats[at] = true
 		}
-		when = fmt.Sprintf("(%s OR toUInt32(snapshot_at) IN (%s))", when, joinInts(sortedKeys(ats)))
+		when = fmt.Sprintf("(%s OR toUInt32(snapshot_at) IN (%s))", when, joinInts(slices.Sorted(maps.Keys(ats))))
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count
 FROM %s
@@ -268,7 +249,7 @@ WHERE project_id IN (%s) AND %s
 ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), joinInts(projects), when)
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
-		return fmt.Errorf("read snapshots from %s to %s: %w", unixUTC(from), unixUTC(to), err)
+		return fmt.Errorf("read snapshots from %s to %s: %w", Time(from).Time(), Time(to).Time(), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -284,36 +265,6 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTab
 		each(r)
 	}
 	return rows.Err()
-}
-
-// scanSnapshots feeds scan the rows of projects with snapshot_at in
-// [from, to], in its order, as they arrive: the fold's way, over whole
-// histories.
-func (c *ClickHouse) scanSnapshots(ctx context.Context, scan *gainScan, projects []int64, from, to uint32) error {
-	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count
-FROM %s
-WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at <= toDateTime(%d)
-ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), joinInts(projects), from, to)
-	rows, err := c.conn.Query(ctx, q)
-	if err != nil {
-		return fmt.Errorf("read snapshots from %s to %s: %w", unixUTC(from), unixUTC(to), err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			k msgKey
-			r snapRow
-		)
-		if err := rows.Scan(&k.project, &k.message, &r.at, &r.version, &r.reads); err != nil {
-			return fmt.Errorf("read snapshots: %w", err)
-		}
-		scan.row(k, r)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read snapshots: %w", err)
-	}
-	scan.finish()
-	return nil
 }
 
 // loadPriors puts into priors the newest row before from of each message
@@ -338,7 +289,7 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 	day := dayStart(from)
 	for _, step := range []struct{ agg, table, where string }{
 		{"max(" + snapshotRow + ")", snapshotsTable.name, fmt.Sprintf("snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)", day, from)},
-		{"maxMerge(day_row)", dailyRollup, "day < " + quoteDate(unixUTC(day))},
+		{"maxMerge(day_row)", dailyRollup, "day < " + quoteDate(Time(day).Time())},
 	} {
 		if len(want) == 0 {
 			return nil
@@ -367,7 +318,7 @@ FROM
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("read messages' rows before %s: %w", unixUTC(from), err)
+			return fmt.Errorf("read messages' rows before %s: %w", Time(from).Time(), err)
 		}
 	}
 	return nil
@@ -389,7 +340,7 @@ func (c *ClickHouse) queryIn(ctx context.Context, want map[msgKey]bool, q string
 			return err
 		}
 	}
-	cond := fmt.Sprintf("project_id IN (%s) AND (project_id, message_id) GLOBAL IN (SELECT project_id, message_id FROM wanted)", joinInts(sortedKeys(projects)))
+	cond := fmt.Sprintf("project_id IN (%s) AND (project_id, message_id) GLOBAL IN (SELECT project_id, message_id FROM wanted)", joinInts(slices.Sorted(maps.Keys(projects))))
 	rows, err := c.conn.Query(clickhouse.Context(ctx, clickhouse.WithExternalTable(input)), fmt.Sprintf(q, cond))
 	if err != nil {
 		return err
@@ -433,7 +384,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum,
 		}
 	}
 	if len(unknown) > 0 {
-		known, err := c.projectSchedules(ctx, sortedKeys(unknown))
+		known, err := c.projectSchedules(ctx, slices.Sorted(maps.Keys(unknown)))
 		if err != nil {
 			return nil, err
 		}
@@ -448,7 +399,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum,
 		return nil, err
 	}
 	out := make([]gainRow, 0, len(sums))
-	for _, t := range sortedTargets(sums) {
+	for _, t := range slices.SortedFunc(maps.Keys(sums), gainTarget.compare) {
 		g := sums[t]
 		sched := schedules[t]
 		var missed uint64
@@ -459,7 +410,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum,
 			missed = uint64(hi - lo)
 		}
 		out = append(out, gainRow{
-			ProjectID: t.project, SnapshotAt: unixUTC(t.at), Key: g.key(sched != "", missed), PrevAt: unixUTC(g.prevAt),
+			ProjectID: t.project, SnapshotAt: Time(t.at).Time(), Key: g.key(sched != "", missed), PrevAt: Time(g.prevAt).Time(),
 			Messages: g.messages, NewMessages: g.newMessages, Reads: int64(g.reads), MissedTicks: missed, Schedule: sched,
 		})
 	}
@@ -472,7 +423,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum,
 func (c *ClickHouse) projectSchedules(ctx context.Context, projects []int64) (map[int64]string, error) {
 	q := fmt.Sprintf("SELECT project_id, argMax(gain_schedule, snapshot_at) FROM %s WHERE project_id IN (%s) AND gain_schedule != '' GROUP BY project_id",
 		c.ddl.table(gainsRollup), joinInts(projects))
-	out, err := perProject[string](ctx, c.conn, q)
+	out, err := queryMap[int64, string](ctx, c.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' schedules: %w", err)
 	}
@@ -496,7 +447,7 @@ func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, 
 		spans[s] = span{min(sp.lo, g.prevAt), max(sp.hi, t.at)}
 	}
 	out := map[string][]uint32{}
-	for _, s := range sortedKeys(spans) {
+	for _, s := range slices.Sorted(maps.Keys(spans)) {
 		sp := spans[s]
 		ts, err := queryColumn[uint32](ctx, c.conn, fmt.Sprintf(
 			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE trigger = 'cron' AND schedule = %s AND snapshot_at > toDateTime(%d) AND snapshot_at < toDateTime(%d) ORDER BY tick",

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"time"
@@ -171,6 +172,13 @@ type msgKey struct{ project, message int64 }
 type gainTarget struct {
 	project int64
 	at      uint32
+}
+
+// compare orders targets by project, then snapshot, so that a refresh's
+// rows, and so its INSERT's deduplication token, do not depend on map
+// order.
+func (a gainTarget) compare(b gainTarget) int {
+	return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.at, b.at))
 }
 
 func newGainScan(targets map[int64]map[uint32]bool, all bool) *gainScan {

@@ -379,3 +379,25 @@ func queryColumn[T any](ctx context.Context, conn driver.Conn, q string, args ..
 	}
 	return out, rows.Err()
 }
+
+// queryMap runs q, which selects a key and a value, and returns the values
+// by key.
+func queryMap[K comparable, V any](ctx context.Context, conn driver.Conn, q string, args ...any) (map[K]V, error) {
+	rows, err := conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[K]V{}
+	for rows.Next() {
+		var (
+			k K
+			v V
+		)
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}

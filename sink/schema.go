@@ -12,8 +12,9 @@ import (
 //
 // The DDL uses only what ClickHouse 18.16 and current releases share: no
 // DateTime64, Bool, LowCardinality, TTL or window functions, and the JOIN
-// form of views.go. The tests run every step on both, and pin the
-// statements each renders (testdata/statements).
+// form of views.go. The tests run every step on both, and check every
+// statement readsync sends for shapes one of them refuses
+// (TestNoStatementOnlyOneServerTakes).
 func migrations() []migration {
 	return []migration{
 		// The schema of the first release, as it created it; a database

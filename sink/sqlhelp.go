@@ -2,37 +2,12 @@ package sink
 
 import (
 	"cmp"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
-// Small helpers of the refreshes and folds: sorted keys, so that a
-// refresh's rows (and so its INSERT's deduplication token) do not depend
-// on map order, lists for IN (…), and Unix times as ClickHouse's
-// DateTime holds them.
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// sortedTargets returns m's targets by project and snapshot, so that the
-// rows of a refresh, and so its INSERT's token, do not depend on map order.
-func sortedTargets[V any](m map[gainTarget]V) []gainTarget {
-	ts := make([]gainTarget, 0, len(m))
-	for t := range m {
-		ts = append(ts, t)
-	}
-	slices.SortFunc(ts, func(a, b gainTarget) int { return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.at, b.at)) })
-	return ts
-}
+// Small helpers of the refreshes and folds: lists for IN (…), and days of
+// Unix times as ClickHouse's DateTime holds them, alone or a project's.
 
 // joinInts writes xs as a list for IN (…).
 func joinInts[T int64 | uint32](xs []T) string {
@@ -49,5 +24,16 @@ func joinInts[T int64 | uint32](xs []T) string {
 // dayStart is the start of the UTC day of the Unix time t.
 func dayStart(t uint32) uint32 { return t - t%86400 }
 
-// unixUTC is the Unix time t in UTC.
-func unixUTC(t uint32) time.Time { return time.Unix(int64(t), 0).UTC() }
+// dayOf is the UTC day of the Unix time t, in days since the epoch.
+func dayOf(t uint32) uint32 { return t / 86400 }
+
+// projectDay is a project's UTC day, as days since the Unix epoch.
+type projectDay struct {
+	project int64
+	day     uint32
+}
+
+// compare orders project days by project, then day.
+func (a projectDay) compare(b projectDay) int {
+	return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.day, b.day))
+}

@@ -28,24 +28,13 @@ func (c *ClickHouse) LastTicks(ctx context.Context, index int) (map[string]time.
 		shard = "splitByChar('/', shard)[1] = " + quoteString(strconv.Itoa(index))
 	}
 	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.ddl.table(runsTable.name), shard)
-	rows, err := c.conn.Query(ctx, q)
+	ats, err := queryMap[string, uint32](ctx, c.conn, q)
 	if err != nil {
 		return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
 	}
-	defer rows.Close()
-	last := map[string]time.Time{}
-	for rows.Next() {
-		var (
-			schedule string
-			at       uint32
-		)
-		if err := rows.Scan(&schedule, &at); err != nil {
-			return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
-		}
-		last[schedule] = time.Unix(int64(at), 0).UTC()
-	}
-	if err := rows.Err(); err != nil {
-		return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
+	last := make(map[string]time.Time, len(ats))
+	for schedule, at := range ats {
+		last[schedule] = Time(at).Time()
 	}
 	return last, nil
 }
