@@ -67,6 +67,16 @@ func (f *fixture) startDaemon(t *testing.T) (log *lockedBuffer, stop func() int)
 	return log, stop
 }
 
+// waitStarted waits until the daemon whose log this is has done its start:
+// migrations, the record of missed ticks, the schedules armed. A test that
+// stops the daemon sooner would stop it in the middle of a statement, and
+// the current release's embedded test server aborts when a client drops a
+// connection there.
+func waitStarted(t *testing.T, log func() string) {
+	t.Helper()
+	eventually(t, "the daemon started", func() bool { return strings.Contains(log(), `"msg":"daemon started"`) }, log)
+}
+
 // eventually polls cond until it holds or a generous deadline passes.
 func eventually(t *testing.T, what string, cond func() bool, log func() string) {
 	t.Helper()

@@ -153,6 +153,7 @@ func TestScheduleSeriesExistFromStart(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	waitStarted(t, log.String)
 	if code := stop(); code != exitOK {
 		t.Errorf("daemon exit %d", code)
 	}

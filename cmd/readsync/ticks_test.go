@@ -95,7 +95,8 @@ func TestRestartRecordsMissedTicks(t *testing.T) {
 		t.Errorf("schedule_coverage due, run, ok, skipped, missed = %v, want %v", got, want)
 	}
 	// A second start finds nothing more missed.
-	_, stop = f.startDaemon(t)
+	log, stop = f.startDaemon(t)
+	waitStarted(t, log.String)
 	stop()
 	var n uint64
 	f.query(t, "SELECT count() FROM {db}.sync_runs WHERE status = 'missed'", &n)
