@@ -83,4 +83,11 @@ func TestReplaysPreviousReleaseEntries(t *testing.T) {
 		Scan(&mismatched); err != nil || mismatched != 0 {
 		t.Errorf("%d snapshots not stamped with the pass's time (%v)", mismatched, err)
 	}
+	// The entries carry no schedule: their reads are gained all the same,
+	// every message new, no tick counted as missed.
+	var messages, fresh, missed uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT sum(messages), sum(new_messages), sum(missed_ticks) FROM "+db.Table("project_read_gains")).
+		Scan(&messages, &fresh, &missed); err != nil || messages != 8 || fresh != 8 || missed != 0 {
+		t.Errorf("project_read_gains: %d messages, %d new, %d missed ticks, want 8, 8 and 0 (%v)", messages, fresh, missed, err)
+	}
 }
