@@ -66,6 +66,9 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 		m.log.Info("folding snapshot history into the rollups", "partitions", len(partitions))
 	}
 	for i, p := range partitions {
+		if err := m.held(ctx); err != nil {
+			return err
+		}
 		start := time.Now()
 		for _, r := range rollups {
 			where := "WHERE toYYYYMM(snapshot_at) = " + p

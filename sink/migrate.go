@@ -51,7 +51,12 @@ type migrator struct {
 	conn driver.Conn
 	ddl  ddl
 	log  *slog.Logger
+	lock *migrationLock
 }
+
+// held returns an error when another process took the migration lock
+// over: a long step (a fold) asks between its parts.
+func (m *migrator) held(ctx context.Context) error { return m.lock.held(ctx) }
 
 // exec runs one DDL statement. An answer that the object exists already
 // counts as success: another process got there first.
@@ -166,6 +171,7 @@ const (
 	duplicateColumn       = 15
 	illegalColumn         = 44 // 18.16 answers a duplicate ADD COLUMN with it, among other things
 	tableAlreadyExists    = 57
+	unknownTableCode      = 60
 	databaseAlreadyExists = 82
 	replicaAlreadyExists  = 253
 )
@@ -264,9 +270,11 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 // migrate applies the migrations of ms not yet recorded, in order. When
 // none is pending it issues no DDL at all: in cluster mode, an ON CLUSTER
 // statement waits for every host, and a replica that is down must not stop
-// a process from starting.
+// a process from starting. Otherwise it takes the migration lock first
+// (lock.go), waiting while another process migrates, and reads again what
+// is pending once it holds it.
 func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
-	v, pending, err := c.schemaVersion(ctx, ms)
+	v, _, err := c.schemaVersion(ctx, ms)
 	if err != nil {
 		return err
 	}
@@ -276,25 +284,45 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	if err := c.checkTopology(ctx); err != nil {
 		return err
 	}
-	if v.Adopt {
-		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.ddl.db)
-	}
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
 	ctx = c.syncInserts(ctx)
-	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log}
-	for _, q := range []string{c.ddl.createDatabase(), c.ddl.createMigrationsTable()} {
-		if err := m.exec(ctx, q); err != nil {
-			return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
-		}
+	if err := execDDL(ctx, c.conn, c.ddl.createDatabase()); err != nil {
+		return fmt.Errorf("migration %s: create the database: %w", v.Pending[0], err)
+	}
+	lock, err := c.lockMigrations(ctx)
+	if err != nil {
+		return fmt.Errorf("migration %s: %w", v.Pending[0], err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		lock.release(rctx)
+	}()
+	v, pending, err := c.schemaVersion(ctx, ms)
+	if err != nil || v.Current() {
+		return err
+	}
+	if v.Adopt {
+		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.ddl.db)
+	}
+	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log, lock: lock}
+	if err := m.exec(ctx, c.ddl.createMigrationsTable()); err != nil {
+		return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 	}
 	for _, mig := range pending {
+		if err := m.held(ctx); err != nil {
+			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
+		}
 		start := time.Now()
 		c.log.Info("applying migration", "migration", mig.id, "name", mig.name)
 		if err := c.apply(ctx, m, mig); err != nil {
 			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
 		}
 		d := time.Since(start)
+		if err := m.held(ctx); err != nil {
+			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
+		}
 		if err := c.record(ctx, mig, start, d); err != nil {
 			return fmt.Errorf("migration %d %q: record in %s: %w", mig.id, mig.name, migrationsTable, err)
 		}
