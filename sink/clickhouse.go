@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"strings"
 	"sync"
@@ -29,6 +30,9 @@ type ClickHouse struct {
 
 	serverMu sync.Mutex
 	server   *Server // nil until the server first answers
+
+	// reconcileMu makes this process's reconciles run one at a time.
+	reconcileMu sync.Mutex
 
 	observe func(table string, rows int, d time.Duration, err error)
 }
@@ -189,28 +193,32 @@ func (c *ClickHouse) ensureSchema(ctx context.Context) error {
 	return c.Migrate(ctx)
 }
 
-// Write inserts the batch with one INSERT per non-empty table. Rows already
-// written are harmless to write again: every table deduplicates on its key,
-// keeping the highest version.
+// Write inserts the batch with one INSERT per non-empty table, then
+// refreshes the derived rows of the project snapshots and days it wrote.
+// Rows already written are harmless to write again: every table
+// deduplicates on its key, keeping the highest version.
+//
+// Write fails only when the rows did not reach the server. A refresh that
+// fails is logged and left to the next reconcile (see Reconcile), which
+// finds the snapshots in the changes the server recorded: failing the
+// write instead would send the same rows again.
 func (c *ClickHouse) Write(ctx context.Context, b *Batch) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	if err := insert(ctx, c, &projectsTable, b.Projects); err != nil {
+	if err := insert(ctx, c, &projectsTable, b, b.Projects); err != nil {
 		return err
 	}
-	if err := insert(ctx, c, &messagesTable, b.Messages); err != nil {
+	if err := insert(ctx, c, &messagesTable, b, b.Messages); err != nil {
 		return err
 	}
-	if err := insert(ctx, c, &snapshotsTable, b.Snapshots); err != nil {
+	if err := insert(ctx, c, &snapshotsTable, b, b.Snapshots); err != nil {
 		return err
 	}
-	// Part of the write: when it fails, the batch is written again or
-	// spooled, and the next try refreshes the same days and gains.
-	if err := c.refreshDays(ctx, b.Snapshots); err != nil {
-		return err
+	if err := c.refresh(ctx, writtenSnapshots(b.Snapshots)); err != nil {
+		c.log.Warn("derived rows not refreshed after a write; the next reconcile refreshes them", "snapshot_rows", len(b.Snapshots), "err", err)
 	}
-	return c.refreshGains(ctx, b.Snapshots, b.Schedule)
+	return nil
 }
 
 // RecordRun inserts one row into sync_runs.
@@ -218,16 +226,17 @@ func (c *ClickHouse) RecordRun(ctx context.Context, r Run) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return insert(ctx, c, &runsTable, []Run{r})
+	return insert(ctx, c, &runsTable, nil, []Run{r})
 }
 
-// insert writes rows into t with one INSERT and reports it to observe.
-func insert[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) error {
+// insert writes rows of the batch b (nil for rows without one) into t with
+// one INSERT and reports it to observe.
+func insert[R any](ctx context.Context, c *ClickHouse, t *table[R], b *Batch, rows []R) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	start := time.Now()
-	err := send(ctx, c, t, rows)
+	err := send(ctx, c, t, b, rows)
 	if c.observe != nil {
 		c.observe(t.name, len(rows), time.Since(start), err)
 	}
@@ -241,13 +250,13 @@ func insert[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) er
 // batch still makes one part per table.
 const insertBlockRows = 4096
 
-func send[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) error {
+func send[R any](ctx context.Context, c *ClickHouse, t *table[R], b *Batch, rows []R) error {
 	n := len(rows)
 	settings := c.insertSettings()
 	if s, _ := c.Server(ctx); s.DedupTokens() {
-		settings[settingDedupToken] = insertToken(t, rows)
+		settings[settingDedupToken] = insertToken(t, b, rows)
 	}
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(settings))
+	ctx = withSettings(ctx, settings)
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
 	q := fmt.Sprintf("INSERT INTO %s (%s)", c.ddl.table(t.name), t.columnList())
@@ -256,7 +265,7 @@ func send[R any](ctx context.Context, c *ClickHouse, t *table[R], rows []R) erro
 		return c.redact(fmt.Errorf("insert into %s: prepare: %w", t.name, err))
 	}
 	defer batch.Close()
-	appendRow := t.appender()
+	appendRow := t.appender(b)
 	for i := range rows {
 		if err := appendRow(batch, &rows[i]); err != nil {
 			return c.redact(fmt.Errorf("insert into %s: row %d: %w", t.name, i, err))
@@ -280,7 +289,7 @@ func (c *ClickHouse) syncInserts(ctx context.Context) context.Context {
 	if !c.ddl.clustered() {
 		return ctx
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(c.insertSettings()))
+	return withSettings(ctx, c.insertSettings())
 }
 
 // insertSettings are the settings of every INSERT: in cluster mode,
@@ -291,6 +300,22 @@ func (c *ClickHouse) insertSettings() clickhouse.Settings {
 		s["insert_distributed_sync"] = 1
 	}
 	return s
+}
+
+// settingsKey carries the settings readsync gave a context's queries, so
+// that giving one more keeps the others: clickhouse-go's WithSettings
+// replaces them all.
+type settingsKey struct{}
+
+// withSettings returns ctx whose queries carry s, besides the settings
+// ctx gives them already.
+func withSettings(ctx context.Context, s clickhouse.Settings) context.Context {
+	merged := clickhouse.Settings{}
+	if prev, ok := ctx.Value(settingsKey{}).(clickhouse.Settings); ok {
+		maps.Copy(merged, prev)
+	}
+	maps.Copy(merged, s)
+	return clickhouse.Context(context.WithValue(ctx, settingsKey{}, merged), clickhouse.WithSettings(merged))
 }
 
 func (c *ClickHouse) redact(err error) error { return redact(err, c.password) }

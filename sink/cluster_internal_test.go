@@ -58,8 +58,10 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_snapshot_rollup_folds": "Distributed", "project_read_gain_rollup_local": "ReplicatedMergeTree",
 				"project_read_gain_rollup": "Distributed", "project_read_day_gain_rollup_local": "ReplicatedAggregatingMergeTree",
 				"project_read_day_gain_rollup": "Distributed", "project_read_gains": "View", "project_read_daily_gains": "View",
+				"snapshot_schedules_local": "ReplicatedReplacingMergeTree", "snapshot_schedules": "Distributed",
+				"reconciles_local": "ReplicatedMergeTree", "reconciles": "Distributed",
 			}
-			for _, r := range append(rollupTables(), firstRollupTable) {
+			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable) {
 				want[r.name+"_local"] = "Replicated" + r.layout.engine.name
 				want[r.name] = "Distributed"
 				want[r.name+"_mv"] = "MaterializedView"
@@ -193,8 +195,8 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 			}
 			direct := func(b *Batch) {
 				sctx := ch.syncInserts(ctx)
-				for _, err := range []error{insert(sctx, ch, &projectsTable, b.Projects), insert(sctx, ch, &messagesTable, b.Messages),
-					insert(sctx, ch, &snapshotsTable, b.Snapshots)} {
+				for _, err := range []error{insert(sctx, ch, &projectsTable, b, b.Projects), insert(sctx, ch, &messagesTable, b, b.Messages),
+					insert(sctx, ch, &snapshotsTable, b, b.Snapshots)} {
 					if err != nil {
 						t.Fatal(err)
 					}

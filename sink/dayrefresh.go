@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
-	"time"
 )
 
 // The day rollup holds one row per project and UTC day once merged: the
@@ -59,27 +57,28 @@ FROM
 )
 GROUP BY project_id, day`
 
-// refreshDays recomputes the day rollup for the project days of snaps,
-// which were just written.
-func (c *ClickHouse) refreshDays(ctx context.Context, snaps []Snapshot) error {
-	days := map[projectDay]bool{}
-	projects := map[int64]bool{}
-	for i := range snaps {
-		days[projectDay{snaps[i].ProjectID, dayOf(uint32(snaps[i].SnapshotAt))}] = true
-		projects[snaps[i].ProjectID] = true
-	}
-	var pairs []string
-	for _, pd := range slices.SortedFunc(maps.Keys(days), projectDay.compare) {
-		pairs = append(pairs, fmt.Sprintf("(%d, '%s')", pd.project, Time(pd.day*86400).Time().Format(time.DateOnly)))
-	}
-	if len(pairs) == 0 {
+// refreshDays recomputes the day rollup for days.
+func (c *ClickHouse) refreshDays(ctx context.Context, days map[projectDay]bool) error {
+	if len(days) == 0 {
 		return nil
 	}
-	// project_id IN (…) lets the daily rollup's primary key narrow the
-	// read; the pairs make it exact.
-	where := fmt.Sprintf("WHERE project_id IN (%s) AND (project_id, day) IN (%s)", joinInts(slices.Sorted(maps.Keys(projects))), strings.Join(pairs, ", "))
-	if err := c.conn.Exec(c.syncInserts(ctx), dayRefresh(c.ddl, where)); err != nil {
-		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(pairs), dayRollup, err))
+	projects := map[int64]bool{}
+	for pd := range days {
+		projects[pd.project] = true
+	}
+	pt, err := projectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	if err != nil {
+		return err
+	}
+	dt, err := daysExt("days", days)
+	if err != nil {
+		return err
+	}
+	// The projects let the daily rollup's primary key narrow the read;
+	// the pairs make it exact.
+	where := "WHERE " + inExt("project_id", "day_projects") + " AND " + inExt("project_id, day", "days")
+	if err := c.conn.Exec(withExternal(c.syncInserts(ctx), pt, dt), dayRefresh(c.ddl, where)); err != nil {
+		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayRollup, err))
 	}
 	return nil
 }

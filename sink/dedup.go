@@ -28,9 +28,16 @@ const dedupWindow = 1000
 // differ in any value (every write of readsync has a version of its own)
 // give another token. The digest is part of the contract with databases
 // written by earlier releases: it must not change for the same rows.
-func insertToken[R any](t *table[R], rows []R) string {
+//
+// A table's batch columns hold one value for all the rows of an INSERT,
+// written once after the table's name; a table without them (all but the
+// snapshots) keeps the digest earlier releases computed.
+func insertToken[R any](t *table[R], b *Batch, rows []R) string {
 	w := tokenWriter{h: sha256.New()}
 	w.string(t.name)
+	for _, c := range t.batchColumns {
+		w.value(c.value(b))
+	}
 	for i := range rows {
 		for _, c := range t.columns {
 			w.value(c.value(&rows[i]))

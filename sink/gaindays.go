@@ -8,8 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // The day gains rollup holds, once merged, one row per project and UTC
@@ -34,8 +33,9 @@ var dayGainsTable = tableDef{name: dayGainsRollup, columns: []columnDef{
 
 const dayGainsRollup = "project_read_day_gain_rollup"
 
-// gainKeyWidths are the widths of the components of a gains key (see
-// gainSum.key).
+// gainKeyWidths are the widths of the components of a gains key after its
+// format (see gainSum.key); keys of release 0.3.0 have no format and the
+// same components.
 var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 
 // refreshGainDays recomputes the day gains rollup for days from the gains
@@ -50,25 +50,24 @@ func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[projectDay]bo
 		projects[pd.project] = true
 		lo, hi = min(lo, pd.day), max(hi, pd.day)
 	}
+	pt, err := projectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	if err != nil {
+		return err
+	}
 	// The projects and the span of days narrow the read; the days not
-	// asked for that fall in it are skipped below. (Naming each project
-	// day would make the fold's query longer than the server takes.)
+	// asked for that fall in it are skipped below.
 	q := fmt.Sprintf(`SELECT project_id, toUInt32(toDate(snapshot_at, 'UTC')) AS day, argMax(gain_new_messages, gain_key),
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
-WHERE project_id IN (%s) AND snapshot_at >= toDateTime(%d) AND snapshot_at < toDateTime(%d)
-GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(slices.Sorted(maps.Keys(projects))), lo*86400, (hi+1)*86400)
-	rows, err := c.conn.Query(ctx, q)
-	if err != nil {
-		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
-	}
+WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
+GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), inExt("project_id", "day_projects"), dateTime(lo*86400), dateTime((hi+1)*86400))
 	type daySum struct {
 		snapshots, newMessages, missed uint64
 		reads                          int64
 		key                            []*big.Int
 	}
 	sums := map[projectDay]*daySum{}
-	for rows.Next() {
+	err = c.queryEach(withExternal(ctx, pt), q, func(rows driver.Rows) error {
 		var (
 			pd          projectDay
 			newMessages uint64
@@ -77,11 +76,10 @@ GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(slices.Sor
 			key         string
 		)
 		if err := rows.Scan(&pd.project, &pd.day, &newMessages, &reads, &missed, &key); err != nil {
-			rows.Close()
-			return c.redact(fmt.Errorf("refresh %s: %w", dayGainsRollup, err))
+			return err
 		}
 		if !days[pd] {
-			continue
+			return nil
 		}
 		s := sums[pd]
 		if s == nil {
@@ -96,53 +94,67 @@ GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), joinInts(slices.Sor
 		s.reads += reads
 		s.missed += missed
 		if err := addKey(s.key, key); err != nil {
-			rows.Close()
-			return fmt.Errorf("refresh %s: project %d: %w", dayGainsRollup, pd.project, err)
+			return fmt.Errorf("project %d: %w", pd.project, err)
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return c.redact(fmt.Errorf("refresh %s: %w", dayGainsRollup, err))
+		return nil
+	})
+	if err != nil {
+		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
 	}
 	// The values go as external data, a table sent with the INSERT:
 	// as literals in its text, 18.16 took half a second to parse a pass's
 	// worth.
-	input, err := ext.NewTable("day_gains", ext.Column("project_id", "Int64"), ext.Column("day", "Date"), ext.Column("snapshots", "UInt64"),
-		ext.Column("new_messages", "UInt64"), ext.Column("reads_gained", "Int64"), ext.Column("missed_ticks", "UInt64"), ext.Column("day_key", "String"))
+	input, err := newExtTable("day_gains", "project_id", "Int64", "day", "Date", "snapshots", "UInt64",
+		"new_messages", "UInt64", "reads_gained", "Int64", "missed_ticks", "UInt64", "day_key", "String")
 	if err != nil {
 		return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
 	}
 	for _, pd := range slices.SortedFunc(maps.Keys(sums), projectDay.compare) {
 		s := sums[pd]
-		var key strings.Builder
-		fmt.Fprintf(&key, "%020d", s.snapshots)
-		for _, k := range s.key {
-			// A component summed over at most a day's snapshots fits
-			// 45 digits: 20-digit components, and far fewer than 10^25
-			// snapshots a day.
-			fmt.Fprintf(&key, "%045s", k.String())
-		}
-		if err := input.Append(pd.project, Time(pd.day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, key.String()); err != nil {
+		if err := input.append(pd.project, Time(pd.day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, dayGainKey(s.snapshots, s.key)); err != nil {
 			return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
 		}
+	}
+	if len(sums) == 0 {
+		return nil
 	}
 	q = fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
 SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
 FROM day_gains
 GROUP BY project_id, day`, c.ddl.table(dayGainsRollup))
-	if err := c.conn.Exec(clickhouse.Context(c.syncInserts(ctx), clickhouse.WithExternalTable(input)), q); err != nil {
+	if err := c.conn.Exec(withExternal(c.syncInserts(ctx), input), q); err != nil {
 		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), dayGainsRollup, err))
 	}
 	return nil
 }
 
-// addKey adds the components of the gains key key to sum.
+// dayGainKey is a day's key: the format of this release's keys, which
+// ranks it above any day key of release 0.3.0, then the number of the
+// day's snapshots and the sums of their keys' components. A component
+// summed over at most a day's snapshots fits 45 digits: 20-digit
+// components, and far fewer than 10^25 snapshots a day.
+func dayGainKey(snapshots uint64, sums []*big.Int) string {
+	var key strings.Builder
+	fmt.Fprintf(&key, "%s%020d", gainKeyFormat, snapshots)
+	for _, k := range sums {
+		fmt.Fprintf(&key, "%045s", k.String())
+	}
+	return key.String()
+}
+
+// addKey adds the components of the gains key key to sum: a key of this
+// release's form, or of release 0.3.0's, whose rows an older process may
+// still write while a new one takes over.
 func addKey(sum []*big.Int, key string) error {
 	pos := 0
+	switch {
+	case len(key) == len(gainKeyFormat)+keyLen() && strings.HasPrefix(key, gainKeyFormat):
+		pos = len(gainKeyFormat)
+	case len(key) == keyLen():
+	default:
+		return fmt.Errorf("gains key %q: %d characters, want %d", key, len(key), len(gainKeyFormat)+keyLen())
+	}
 	for i, w := range gainKeyWidths {
-		if pos+w > len(key) {
-			return fmt.Errorf("gains key %q: %d characters, want %d", key, len(key), keyLen())
-		}
 		var x big.Int
 		if _, ok := x.SetString(key[pos:pos+w], 10); !ok {
 			return fmt.Errorf("gains key %q: component %d is not a number", key, i+1)

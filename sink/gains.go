@@ -40,8 +40,8 @@ const (
 type gainRow struct {
 	ProjectID  int64
 	SnapshotAt time.Time
-	// Key orders the refreshes of one project and snapshot: the view
-	// keeps the values of the highest.
+	// Key orders the refreshes of one project and snapshot: the views
+	// keep the values of the highest.
 	Key string
 	// PrevAt is the latest earlier snapshot of the messages listed at
 	// SnapshotAt, the zero Unix time when all of them are new.
@@ -55,13 +55,20 @@ type gainRow struct {
 	// Schedule is the schedule whose ticks MissedTicks counts, empty when
 	// none is known.
 	Schedule string
+	// The project's newest write at the snapshot (the rows of its highest
+	// version): what project_read_snapshots shows.
+	SnapMessages, SnapReads, SnapTotal uint64
 }
 
 // gainsTable is the gains rollup: a plain MergeTree, one row per refresh.
 // The views choose between a snapshot's rows at query time, which costs
-// the rows they return (a snapshot is refreshed once or twice); folding
-// them into an aggregate state at INSERT would cost an INSERT … SELECT
-// per refresh instead of a native block.
+// the rows they return (a refresh writes a row only when its key differs
+// from the snapshot's highest, so there are seldom two); folding them into
+// an aggregate state at INSERT would cost an INSERT … SELECT per refresh
+// instead of a native block. It holds a snapshot's newest write too
+// (migration 7 added those columns): the per-snapshot view is then a
+// choice between refreshes, which a repeated INSERT does not change,
+// rather than a sum, which it does.
 var gainsTable = table[gainRow]{
 	name: gainsRollup,
 	columns: []column[gainRow]{
@@ -74,9 +81,15 @@ var gainsTable = table[gainRow]{
 		{"gain_reads", "Int64", func(g *gainRow) any { return g.Reads }},
 		{"gain_missed_ticks", "UInt64", func(g *gainRow) any { return g.MissedTicks }},
 		{"gain_schedule", "String", func(g *gainRow) any { return g.Schedule }},
+		{"gain_snap_messages", "UInt64", func(g *gainRow) any { return g.SnapMessages }},
+		{"gain_snap_reads", "UInt64", func(g *gainRow) any { return g.SnapReads }},
+		{"gain_snap_total", "UInt64", func(g *gainRow) any { return g.SnapTotal }},
 	},
 	layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(snapshot_at)", orderBy: "(project_id, snapshot_at)", shardBy: "project_id"},
 }
+
+// gainColumnsSince7 are the gains rollup's columns migration 7 added.
+var gainColumnsSince7 = []string{"gain_snap_messages", "gain_snap_reads", "gain_snap_total"}
 
 // firstRollupTable holds when each message was first seen: what tells a
 // message new at a snapshot from one listed again after a while, without
@@ -95,6 +108,7 @@ type snapRow struct {
 	at      uint32
 	version uint64
 	reads   uint64
+	total   uint64
 }
 
 // gainSum accumulates one project snapshot's gains over its messages.
@@ -109,6 +123,12 @@ type gainSum struct {
 	versions     uint128
 	prevAts      uint64
 	prevVersions uint128
+	// The newest write at the snapshot: its version, and its messages
+	// with their reads and totals summed. A message whose newest row at
+	// the snapshot is older (a tick run twice that listed it only the
+	// first time) is not in it.
+	topVersion                      uint64
+	topMessages, topReads, topTotal uint64
 }
 
 type uint128 struct{ hi, lo uint64 }
@@ -124,6 +144,14 @@ func (g *gainSum) add(cur snapRow, prev *snapRow) {
 	g.messages++
 	g.versions.add(cur.version)
 	g.reads += cur.reads
+	switch {
+	case cur.version > g.topVersion:
+		g.topVersion, g.topMessages, g.topReads, g.topTotal = cur.version, 1, cur.reads, cur.total
+	case cur.version == g.topVersion:
+		g.topMessages++
+		g.topReads += cur.reads
+		g.topTotal += cur.total
+	}
 	if prev == nil {
 		g.newMessages++
 		return
@@ -134,19 +162,27 @@ func (g *gainSum) add(cur snapRow, prev *snapRow) {
 	g.prevVersions.add(prev.version)
 }
 
-// key is the refresh key: the message count, then the sums, then whether
-// a schedule was known and the ticks it missed, each fixed-width so that
-// the strings compare as the tuples do. With more rows seen, the messages
-// at the snapshot can only grow in number or in version, and their
-// previous rows only move later or to a higher version; when none of it
-// moved, the values are the same, but for the ticks: a refresh that knew
-// the schedule, or saw more of its ticks recorded, wins.
+// gainKeyFormat starts every key this release writes. Keys of the
+// release that introduced the gains start with the message count's first
+// digit, always 0, so a key computed again from the same rows (by
+// migration 7, which adds the newest write's values to every row) ranks
+// above the one it replaces.
+const gainKeyFormat = "1"
+
+// key is the refresh key: the format, the message count, then the sums,
+// then whether a schedule was known and the ticks it missed, each
+// fixed-width so that the strings compare as the tuples do. With more rows
+// seen, the messages at the snapshot can only grow in number or in version,
+// and their previous rows only move later or to a higher version; when
+// none of it moved, the values are the same (the newest write and the
+// schedule are those of the same rows), but for the ticks: a refresh that
+// saw more of them recorded wins.
 func (g *gainSum) key(scheduled bool, missed uint64) string {
 	known := 0
 	if scheduled {
 		known = 1
 	}
-	return fmt.Sprintf("%020d%020d%020d%020d%020d%020d%d%020d", g.messages, g.versions.hi, g.versions.lo,
+	return fmt.Sprintf("%s%020d%020d%020d%020d%020d%020d%d%020d", gainKeyFormat, g.messages, g.versions.hi, g.versions.lo,
 		g.prevAts, g.prevVersions.hi, g.prevVersions.lo, known, missed)
 }
 

@@ -320,37 +320,22 @@ func TestViewsEqualBruteForce(t *testing.T) {
 	assertViewsEqualBruteForce(t, db, 3, allViews...)
 }
 
-// TestViewsEqualBruteForceRedelivered delivers one write twice. The
-// views that pick one snapshot per message stay exact everywhere. On a
-// server that honours insert deduplication tokens the repeated INSERT adds
-// nothing, so the per-snapshot view, which sums a write, stays exact too;
-// on 18.16 it counts the write twice (see the README).
+// TestViewsEqualBruteForceRedelivered delivers one write twice, as a
+// spool replay of an INSERT that reached the server does. Every view picks
+// one row per key (the per-snapshot view a refresh of the newest write,
+// not a sum), so all of them stay exact, whether the server drops the
+// repeated INSERT by its token (current releases) or keeps it (18.16).
 func TestViewsEqualBruteForceRedelivered(t *testing.T) {
 	ch, db := openTestSink(t)
 	createBruteForceViews(t, db)
 	newHistory(t, ch).generate(true)
-	server, err := ch.Server(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if server.DedupTokens() {
-		assertViewsEqualBruteForce(t, db, 1, allViews...)
-		return
-	}
-	assertViewsEqualBruteForce(t, db, 1, "message_read_latest", "project_read_daily")
-	got := viewRows(t, db, "project_read_snapshots", "", false)
-	want := viewRows(t, db, "brute_project_read_snapshots", "", false)
-	if strings.Join(got, "\n") == strings.Join(want, "\n") {
-		t.Error("project_read_snapshots is exact under redelivery on a server without deduplication tokens: the README says it counts twice")
-	}
+	assertViewsEqualBruteForce(t, db, 1, allViews...)
 }
 
 // A spool entry whose INSERT reached the server but whose answer was lost
-// is replayed with the same rows, so with the same deduplication token:
-// where the server honours tokens it counts once in every view; on 18.16
-// the per-snapshot view counts it twice, as the README says. The views
-// that take one row per message, the reads gained among them, count it
-// once on both.
+// is replayed with the same rows: every view counts it once, on a server
+// that drops the repeat by its deduplication token and on 18.16, which
+// keeps it.
 func TestSpoolReplayOfADeliveredEntry(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
@@ -374,17 +359,10 @@ func TestSpoolReplayOfADeliveredEntry(t *testing.T) {
 	if n, err := sp.Flush(ctx, ch); err != nil || n != 1 { // and its entry is replayed
 		t.Fatalf("flushed %d entries: %v", n, err)
 	}
-	server, err := ch.Server(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := "3\t60\t300"
-	if !server.DedupTokens() {
-		want = "6\t120\t600"
-	}
 	got := sinktest.Lines(t, db.Conn, "SELECT arrayStringConcat([toString(messages), toString(reads), toString(total)], '\t') FROM "+db.Table("project_read_snapshots"))
 	if strings.Join(got, "\n") != want {
-		t.Errorf("project_read_snapshots after a replay of a delivered entry: %q, want %q (dedup tokens: %v)", got, want, server.DedupTokens())
+		t.Errorf("project_read_snapshots after a replay of a delivered entry: %q, want %q", got, want)
 	}
 	for view, q := range map[string]string{
 		"message_read_latest":      "SELECT toString(sum(read_count)) FROM " + db.Table("message_read_latest"),

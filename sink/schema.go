@@ -73,7 +73,11 @@ func migrations() []migration {
 		}},
 		// Reads gained per project and snapshot, and per day, computed
 		// as readsync writes (gains.go); the history written before is
-		// folded in here.
+		// folded in by migration 7.
 		{id: 6, name: "reads gained", run: migrateGains},
+		// Derived rows that can be checked and mended: the schedule
+		// stored with the rows, the newest write in the gains rollup,
+		// the change logs that reconciles read (migrateDerived).
+		{id: 7, name: "derived history that repairs itself", run: migrateDerived},
 	}
 }

@@ -23,7 +23,19 @@ type column[R any] struct {
 type table[R any] struct {
 	name    string
 	columns []column[R]
-	layout  layout
+	// batchColumns follow columns; each row of a write takes their values
+	// from the write's batch.
+	batchColumns []batchColumn
+	layout       layout
+}
+
+// batchColumn is a column whose value is a fact of a whole write rather
+// than of each row, such as the schedule whose pass fetched the rows: the
+// batch (and its spool entry) carries it once, not every row in memory.
+type batchColumn struct {
+	name  string
+	typ   string
+	value func(*Batch) any
 }
 
 // layout is how a table is stored.
@@ -55,31 +67,43 @@ type tableDef struct {
 }
 
 func (t *table[R]) def() tableDef {
-	cols := make([]columnDef, len(t.columns))
-	for i, c := range t.columns {
-		cols[i] = columnDef{c.name, c.typ}
+	cols := make([]columnDef, 0, len(t.columns)+len(t.batchColumns))
+	for _, c := range t.columns {
+		cols = append(cols, columnDef{c.name, c.typ})
+	}
+	for _, c := range t.batchColumns {
+		cols = append(cols, columnDef{c.name, c.typ})
 	}
 	return tableDef{name: t.name, columns: cols, layout: t.layout}
 }
 
 // columnList is the INSERT's column list: "a, b, c".
 func (t *table[R]) columnList() string {
-	names := make([]string, len(t.columns))
-	for i, c := range t.columns {
-		names[i] = c.name
+	names := make([]string, 0, len(t.columns)+len(t.batchColumns))
+	for _, c := range t.def().columns {
+		names = append(names, c.name)
 	}
 	return strings.Join(names, ", ")
 }
 
-// appender returns a function that appends one row to an INSERT, reusing
-// one slice of values across the rows of a batch.
-func (t *table[R]) appender() func(driver.Batch, *R) error {
-	vals := make([]any, len(t.columns))
-	return func(b driver.Batch, r *R) error {
-		for i, c := range t.columns {
-			vals[i] = c.value(r)
-		}
-		return b.Append(vals...)
+// values puts the values of the row r of the batch b (nil for rows that
+// come without one, such as run records) into vals, in column order.
+func (t *table[R]) values(b *Batch, r *R, vals []any) {
+	for i, c := range t.columns {
+		vals[i] = c.value(r)
+	}
+	for i, c := range t.batchColumns {
+		vals[len(t.columns)+i] = c.value(b)
+	}
+}
+
+// appender returns a function that appends one row of b to an INSERT,
+// reusing one slice of values across the rows.
+func (t *table[R]) appender(b *Batch) func(driver.Batch, *R) error {
+	vals := make([]any, len(t.columns)+len(t.batchColumns))
+	return func(ib driver.Batch, r *R) error {
+		t.values(b, r, vals)
+		return ib.Append(vals...)
 	}
 }
 
@@ -135,6 +159,13 @@ var (
 			{"percent", "Float64", func(s *Snapshot) any { return s.Percent }},
 			{"fetched_at", "DateTime", func(s *Snapshot) any { return s.FetchedAt.Time() }},
 			{"version", "UInt64", func(s *Snapshot) any { return s.Version }},
+		},
+		batchColumns: []batchColumn{
+			// The schedule whose pass wrote the rows, empty for a
+			// backfill: reads gained count the ticks a project missed by
+			// it, so it is stored with the rows it describes. Migration 7
+			// added it; rows written before have none.
+			{"schedule", "String", func(b *Batch) any { return b.Schedule }},
 		},
 		layout: layout{
 			engine:      engine{"ReplacingMergeTree", "version"},

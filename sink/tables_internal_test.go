@@ -36,7 +36,8 @@ func columnNames[R any](t *table[R]) []string {
 // ClickHouse by the table descriptions: each column must be one field of
 // the same name, and each field one column. Snapshot's fields are ordered
 // to pack the struct, not as the columns; JSON is read by name, so only
-// the names must agree.
+// the names must agree. A batch column is a field of the batch, which the
+// spool keeps with the rows.
 func TestTablesMatchRowJSON(t *testing.T) {
 	for _, tt := range []struct {
 		table   string
@@ -57,6 +58,15 @@ func TestTablesMatchRowJSON(t *testing.T) {
 				t.Errorf("a column is declared twice: %q", tt.columns)
 			}
 		})
+	}
+	batchFields := map[string]bool{}
+	for i := range reflect.TypeFor[Batch]().NumField() {
+		batchFields[reflect.TypeFor[Batch]().Field(i).Name] = true
+	}
+	for _, c := range snapshotsTable.batchColumns {
+		if name := strings.ToUpper(c.name[:1]) + c.name[1:]; !batchFields[name] {
+			t.Errorf("batch column %s: Batch has no field %s to keep it in the spool", c.name, name)
+		}
 	}
 }
 
@@ -87,6 +97,7 @@ func TestTablesRoundTripByColumnName(t *testing.T) {
 		Snapshots: []Snapshot{{ProjectID: 301, MessageID: 302, SnapshotAt: TimeOf(at(5)), FetchedAt: TimeOf(at(6)),
 			ReadCount: 303, Total: 304, Percent: 30.5, Version: 305}},
 	}
+	b.Schedule = "batch_schedule"
 	run := Run{RunID: "run_id", Schedule: "schedule", Trigger: "trigger", SnapshotAt: at(7), StartedAt: at(8), FinishedAt: at(9),
 		NFTTotal: 401, NFTOK: 402, NFTFailed: 403, Messages: 404, Status: "status", Error: "error"}
 	if err := ch.Write(ctx, b); err != nil {
@@ -100,6 +111,9 @@ func TestTablesRoundTripByColumnName(t *testing.T) {
 	} {
 		t.Run(table, func(t *testing.T) {
 			want := rowJSON(t, row)
+			if table == snapshotsTable.name {
+				want["schedule"] = `"batch_schedule"`
+			}
 			got := readRow(t, db, table)
 			if !slices.Equal(slices.Sorted(mapKeys(got)), slices.Sorted(mapKeys(want))) {
 				t.Fatalf("table columns %v, row fields %v", slices.Sorted(mapKeys(got)), slices.Sorted(mapKeys(want)))
@@ -187,13 +201,14 @@ func readRow(t *testing.T, db *sinktest.DB, table string) map[string]string {
 	return out
 }
 
-// The single-server DDL is the previous release's, column for column, and
-// cluster mode differs only in where the rows live.
+// The single-server DDL is the previous release's, column for column, with
+// the columns added since at the end, and cluster mode differs only in
+// where the rows live.
 func TestCreateTableStatements(t *testing.T) {
 	single := ddl{db: "d"}
 	got := single.createTable(snapshotsTable.def())
 	want := "CREATE TABLE IF NOT EXISTS `d`.`message_read_snapshots` (\n    project_id Int64,\n    message_id Int64,\n    snapshot_at DateTime,\n" +
-		"    read_count UInt64,\n    total UInt64,\n    percent Float64,\n    fetched_at DateTime,\n    version UInt64\n) ENGINE = ReplacingMergeTree(version)\n" +
+		"    read_count UInt64,\n    total UInt64,\n    percent Float64,\n    fetched_at DateTime,\n    version UInt64,\n    schedule String\n) ENGINE = ReplacingMergeTree(version)\n" +
 		"PARTITION BY toYYYYMM(snapshot_at)\nORDER BY (project_id, message_id, snapshot_at)"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("single server:\n%s\nwant\n%s", strings.Join(got, "\n;\n"), want)

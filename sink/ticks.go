@@ -13,7 +13,7 @@ func (c *ClickHouse) RecordRuns(ctx context.Context, runs []Run) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return insert(ctx, c, &runsTable, runs)
+	return insert(ctx, c, &runsTable, nil, runs)
 }
 
 // LastTicks returns, per schedule, the latest tick a daemon recorded

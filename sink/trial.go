@@ -47,13 +47,13 @@ func (c *ClickHouse) TryMigrations(ctx context.Context) error {
 // that users query: a view an earlier release created, which this server
 // no longer accepts, fails it.
 func (c *ClickHouse) CheckViews(ctx context.Context) error {
-	for _, v := range rollupViews(c.ddl) {
-		rows, err := c.conn.Query(ctx, "SELECT * FROM "+c.ddl.table(v.name)+" LIMIT 0")
+	for _, v := range Views() {
+		rows, err := c.conn.Query(ctx, "SELECT * FROM "+c.ddl.table(v)+" LIMIT 0")
 		if err == nil {
 			err = rows.Close()
 		}
 		if err != nil {
-			return c.redact(fmt.Errorf("view %s: %w", v.name, err))
+			return c.redact(fmt.Errorf("view %s: %w", v, err))
 		}
 	}
 	return nil

@@ -9,8 +9,8 @@ import (
 //
 //   - One JOIN per SELECT, hence the nesting: 18.16 allows no more.
 //   - Every joined subquery has an alias: current releases refuse one
-//     without (joined_subquery_requires_alias, on by default). anyLeftJoin
-//     is the one place that writes a JOIN.
+//     without (joined_subquery_requires_alias, on by default). join is the
+//     one place that writes a JOIN.
 //   - An alias is never the name of a column the same SELECT reads: 18.16
 //     substitutes an alias wherever its name appears, so argMax(read_count,
 //     …) AS read_count would be cyclic there. Hence last_read_count and the
@@ -32,8 +32,13 @@ const (
 // anyLeftJoin returns the FROM clause that joins the subquery right to the
 // subquery left by the columns using: each row of left with the first
 // matching row of right, or defaults when none matches.
-func anyLeftJoin(left, right, using string) string {
-	return fmt.Sprintf("(\n%s\n) AS l\nANY LEFT JOIN\n(\n%s\n) AS r USING (%s)", indent(left), indent(right), using)
+func anyLeftJoin(left, right, using string) string { return join("ANY LEFT", left, right, using) }
+
+// join returns the FROM clause that joins the subquery right to the
+// subquery left by the columns using, with the JOIN of kind (such as ANY
+// LEFT or ALL INNER): the one place that writes a JOIN.
+func join(kind, left, right, using string) string {
+	return fmt.Sprintf("(\n%s\n) AS l\n%s JOIN\n(\n%s\n) AS r USING (%s)", indent(left), kind, indent(right), using)
 }
 
 // indent indents every line of q by four spaces.
@@ -112,7 +117,7 @@ type view struct{ name, query string }
 
 // rollupViews returns the dashboard views over the rollups (see
 // rollups.go), as migration 2 creates them and migration 3 re-creates
-// them.
+// them; migration 7 replaces the last.
 func rollupViews(d ddl) []view {
 	return []view{
 		{latestView, latestFromRollup(d)},
@@ -155,9 +160,10 @@ FROM
 	return "SELECT day, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, days)
 }
 
-// snapshotsFromRollup is project_read_snapshots: a project's read rate at
-// a snapshot is that of its newest write for the snapshot, the highest
-// version.
+// snapshotsFromRollup is project_read_snapshots as migrations 2 and 3
+// create it: a project's read rate at a snapshot is that of its newest
+// write for the snapshot, the highest version, summed by the snapshot
+// rollup. Migration 7 replaces it with snapshotsFromGains.
 func snapshotsFromRollup(d ddl) string {
 	writes := fmt.Sprintf(`SELECT
     project_id,
@@ -174,6 +180,25 @@ FROM
 )
 GROUP BY project_id, snapshot_at`, d.table(snapshotRollup))
 	return "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, writes)
+}
+
+// snapshotsFromGains is project_read_snapshots from migration 7 on: each
+// project snapshot's newest write, as the refresh of its gains with the
+// highest key saw it (see gains.go).
+func snapshotsFromGains(d ddl) string {
+	snaps := fmt.Sprintf(`SELECT
+    project_id,
+    snapshot_at,
+    tupleElement(w, 1) AS messages,
+    tupleElement(w, 2) AS reads,
+    tupleElement(w, 3) AS total
+FROM
+(
+    SELECT project_id, snapshot_at, argMax((gain_snap_messages, gain_snap_reads, gain_snap_total), gain_key) AS w
+    FROM %s
+    GROUP BY project_id, snapshot_at
+)`, d.table(gainsRollup))
+	return "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, snaps)
 }
 
 // coverageView counts, per schedule and UTC day, the ticks due and how
@@ -267,4 +292,10 @@ FROM
 // gainsViews are the views of reads gained, as migration 6 creates them.
 func gainsViews(d ddl) []view {
 	return []view{{gainsView, projectReadGains(d)}, {dailyGainsView, projectReadDailyGains(d)}}
+}
+
+// Views are the names of the views users query, the dashboards' sources,
+// in the order readsync reports on them.
+func Views() []string {
+	return []string{latestView, dailyView, snapshotView, gainsView, dailyGainsView, coverageView}
 }
