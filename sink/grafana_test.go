@@ -400,9 +400,10 @@ func endOfQuoted(s string, open int) int {
 const pluginQueryTimeout = 60 * time.Second
 
 // pluginRun runs sql as the plugin's backend does and returns the result's
-// columns and rows. The user is one the README asks dashboards to use:
-// readonly = 2, which reads and may change settings (the plugin's
-// max_execution_time, the read panels' SETTINGS) but writes nothing.
+// columns and rows. It runs with readonly = 2, the least a dashboard user
+// needs: the user may change settings but writes nothing. readonly = 1
+// refuses the plugin's max_execution_time on current releases and the read
+// panels' SETTINGS clause on 18.16.
 func pluginRun(conn clickhouse.Conn, sql string) (columns []string, rows [][]any, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), pluginQueryTimeout)
 	defer cancel()
