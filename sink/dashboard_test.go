@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -26,13 +27,27 @@ const (
 	// a column named time), 1 a table.
 	formatTimeSeries = 0
 	formatTable      = 1
+	// pluginVersion is the first release of the plugin whose macros give
+	// SQL that ClickHouse 18.16 runs (grafana_test.go): the version the
+	// dashboard requires.
+	pluginVersion = "4.0.3"
+	// pushDown ends every read panel's query: 18.16 pushes a filter into
+	// a view only with it (README, Dashboards).
+	pushDown = "SETTINGS enable_optimize_predicate_expression = 1"
 )
 
 // The parts of a Grafana dashboard the tests look at.
 type (
 	dashboard struct {
-		UID        string `json:"uid"`
-		Title      string `json:"title"`
+		UID      string        `json:"uid"`
+		Title    string        `json:"title"`
+		Timezone string        `json:"timezone"`
+		Requires []requirement `json:"__requires"`
+		// Time is the default time range, e.g. now-30d to now.
+		Time struct {
+			From string `json:"from"`
+			To   string `json:"to"`
+		} `json:"time"`
 		Templating struct {
 			List []variable `json:"list"`
 		} `json:"templating"`
@@ -45,6 +60,11 @@ type (
 		Datasource *datasourceRef  `json:"datasource"`
 		Multi      bool            `json:"multi"`
 		IncludeAll bool            `json:"includeAll"`
+		AllValue   string          `json:"allValue"`
+		// Current is the saved selection; its value a string or a list.
+		Current struct {
+			Value json.RawMessage `json:"value"`
+		} `json:"current"`
 	}
 	panel struct {
 		ID         int            `json:"id"`
@@ -53,6 +73,11 @@ type (
 		Datasource *datasourceRef `json:"datasource"`
 		Targets    []target       `json:"targets"`
 		Panels     []panel        `json:"panels"` // a collapsed row's
+		// TimeFrom is the panel's own time range ending now, e.g. "2d".
+		TimeFrom  string `json:"timeFrom"`
+		TimeShift string `json:"timeShift"`
+		// Interval is the panel's minimum interval, e.g. "1h".
+		Interval string `json:"interval"`
 	}
 	target struct {
 		RefID      string         `json:"refId"`
@@ -64,6 +89,12 @@ type (
 	datasourceRef struct {
 		Type string `json:"type"`
 		UID  string `json:"uid"`
+	}
+	// requirement is a plugin the dashboard needs, and its version.
+	requirement struct {
+		Type    string `json:"type"`
+		ID      string `json:"id"`
+		Version string `json:"version"`
 	}
 )
 
@@ -109,6 +140,13 @@ func TestDashboardStructure(t *testing.T) {
 	if d.UID == "" || d.Title == "" {
 		t.Errorf("dashboard needs a uid and a title (uid %q, title %q)", d.UID, d.Title)
 	}
+	if d.Timezone != "utc" {
+		t.Errorf("dashboard time zone %q, want utc: the views' days are UTC days", d.Timezone)
+	}
+	i := slices.IndexFunc(d.Requires, func(r requirement) bool { return r.ID == datasourceType })
+	if i < 0 || d.Requires[i].Version != pluginVersion {
+		t.Errorf("dashboard must require the %s plugin %s (__requires: %+v)", datasourceType, pluginVersion, d.Requires)
+	}
 	vars := map[string]variable{}
 	for _, v := range d.Templating.List {
 		vars[v.Name] = v
@@ -147,6 +185,9 @@ func TestDashboardStructure(t *testing.T) {
 			if want := map[string]int{"timeseries": formatTimeSeries, "table": formatTable}[p.Type]; tg.Format != nil && *tg.Format != want {
 				t.Errorf("panel %q (%s) query %s has format %d, want %d", p.Title, p.Type, tg.RefID, *tg.Format, want)
 			}
+			if strings.Contains(tg.RawSQL, "project_id") && !strings.HasSuffix(tg.RawSQL, "\n"+pushDown) {
+				t.Errorf("panel %q filters on project_id: its query must end with a line %q", p.Title, pushDown)
+			}
 			objs := fromIdent.FindAllStringSubmatch(tg.RawSQL, -1)
 			if len(objs) == 0 {
 				t.Errorf("panel %q reads no table:\n%s", p.Title, tg.RawSQL)
@@ -167,50 +208,288 @@ func TestDashboardStructure(t *testing.T) {
 	}
 }
 
-// TestDashboardQueries runs every panel's and variable's SQL, with the
-// plugin's macros and the variables replaced as Grafana would, against a
-// database holding known rows. Each must run and return rows, so a typo
-// or a function 18.16 lacks fails here and not in front of a user.
+// dashboardNow is the moment at which the tests open the dashboard: the
+// fixture's history lies before it, in the dashboard's default time range
+// and in the two days that the per-snapshot panel shows.
+var dashboardNow = time.Date(2026, 3, 3, 6, 0, 0, 0, time.UTC)
+
+// dashboardProjects are the fixture's projects. Their nft names hold what a
+// value written into SQL would have to quote or escape.
+var dashboardProjects = []struct {
+	id        int64
+	nft, name string
+}{
+	{1, "alice.dmail", "Alice"},
+	{2, "bob & co.dmail", "Bob & Co."},
+	{3, "o'neil.eth", "O'Neil"},
+	{4, `back\slash, "quoted".dmail`, `Back\slash, "Quoted"`},
+}
+
+// dashboardFailurePanels are the panels that list failures: a time range
+// without any leaves them empty.
+var dashboardFailurePanels = []string{"Failed and partial passes"}
+
+// TestDashboardQueries runs every query of the dashboard as Grafana and its
+// ClickHouse plugin send it (grafana_test.go), on a database holding known
+// rows: the project variable's options come from its own query by the
+// plugin's rule; each panel runs with All selected and with selections of
+// projects whose names need quoting. Every query must run, and every panel
+// but those of failures must return rows: those of the selected projects,
+// and of no other. A typo, a function 18.16 lacks, or a variable that holds
+// names where the SQL wants ids fails here and not in front of a user.
 func TestDashboardQueries(t *testing.T) {
 	ch, db := openTestSink(t)
-	writeViewFixture(t, ch)
 	writeRunsFixture(t, ch)
-	writeMissedTickFixture(t, ch)
+	writeDashboardFixture(t, ch)
 	conn := openDatabase(t, db)
-
-	env := grafanaEnv{
-		from:     time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
-		to:       time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC),
-		interval: time.Hour,
-		// The project variable's values are project ids; its texts, the
-		// nft names.
-		vars: map[string][]string{"project": {"1", "2"}},
-	}
 	d := loadDashboard(t)
-	for _, v := range d.Templating.List {
-		if v.Type != "query" {
-			continue
+	vars := dashboardVariables(t, conn, d)
+
+	// The README promises a variable that shows nft names and holds ids.
+	project := vars["project"]
+	if project == nil {
+		t.Fatal("the dashboard has no query variable named project")
+	}
+	for _, p := range dashboardProjects {
+		want := grafanaOption{Text: p.nft, Value: strconv.FormatInt(p.id, 10)}
+		if !slices.Contains(project.Options, want) {
+			t.Fatalf("the project variable has no option %+v (text the nft name, value the id); it has %+v", want, project.Options)
 		}
-		t.Run("variable "+v.Name, func(t *testing.T) {
-			cols, n := runQuery(t, conn, env.expand(t, variableSQL(t, v)))
-			if n == 0 || len(cols) == 0 {
-				t.Errorf("returned no values")
+	}
+
+	for _, sel := range []struct {
+		name  string
+		texts []string // nil: All
+	}{
+		{"All", nil},
+		{"two projects", []string{dashboardProjects[2].nft, dashboardProjects[3].nft}},
+		{"one project", []string{dashboardProjects[1].nft}},
+	} {
+		t.Run(sel.name, func(t *testing.T) {
+			selected := *project
+			selected.Current = []string{grafanaAllValue}
+			want := sel.texts
+			if sel.texts == nil {
+				for _, o := range project.Options {
+					want = append(want, o.Text)
+				}
+			} else {
+				selected.Current = grafanaSelect(t, project, sel.texts...)
+			}
+			vars := maps.Clone(vars)
+			vars["project"] = &selected
+			for _, p := range queryPanels(d) {
+				for _, tg := range p.Targets {
+					t.Run(p.Title+"/"+tg.RefID, func(t *testing.T) {
+						checkDashboardRows(t, conn, d, p, tg, vars, want)
+					})
+				}
 			}
 		})
 	}
-	for _, p := range queryPanels(d) {
-		for _, tg := range p.Targets {
-			t.Run(p.Title+"/"+tg.RefID, func(t *testing.T) {
-				cols, n := runQuery(t, conn, env.expand(t, tg.RawSQL))
-				if n == 0 {
-					t.Errorf("returned no rows from the fixture")
+
+	// With All selected, the SQL must not list every project: thousands of
+	// ids would make a query too large for ClickHouse.
+	t.Run("All keeps the SQL small", func(t *testing.T) {
+		all, many := *project, *project
+		all.Current, many.Current = []string{grafanaAllValue}, []string{grafanaAllValue}
+		many.Options = slices.Clone(project.Options)
+		for i := range 10000 {
+			many.Options = append(many.Options, grafanaOption{Text: fmt.Sprintf("p%d.eth", i), Value: strconv.Itoa(100000 + i)})
+		}
+		withAll, withMany := maps.Clone(vars), maps.Clone(vars)
+		withAll["project"], withMany["project"] = &all, &many
+		for _, p := range queryPanels(d) {
+			for _, tg := range p.Targets {
+				if a, m := dashboardSQL(t, d, &p, tg.RawSQL, withAll), dashboardSQL(t, d, &p, tg.RawSQL, withMany); a != m {
+					t.Errorf("panel %q: with All selected its SQL grows with the projects (%d bytes for %d projects, %d for %d):\n%s",
+						p.Title, len(a), len(all.Options), len(m), len(many.Options), a)
 				}
-				if tg.Format != nil && *tg.Format == formatTimeSeries && !slices.Contains(cols, "time") {
-					t.Errorf("a time series needs a column named time; columns %v", cols)
-				}
-			})
+			}
+		}
+	})
+}
+
+// checkDashboardRows runs a panel's query and checks its rows: some, but
+// for a panel of failures; a column named time in a time series; and in a
+// column nft, the projects of wantNFTs exactly.
+func checkDashboardRows(t *testing.T, conn clickhouse.Conn, d *dashboard, p panel, tg target, vars map[string]*grafanaVariable, wantNFTs []string) {
+	t.Helper()
+	sql := dashboardSQL(t, d, &p, tg.RawSQL, vars)
+	cols, rows, err := pluginRun(conn, sql)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+	if len(rows) == 0 {
+		if slices.Contains(dashboardFailurePanels, p.Title) {
+			t.Logf("no rows: the panel lists failures")
+			return
+		}
+		t.Fatalf("returned no rows from the fixture\n%s", sql)
+	}
+	if tg.Format != nil && *tg.Format == formatTimeSeries && !slices.Contains(cols, "time") {
+		t.Errorf("a time series needs a column named time; columns %v", cols)
+	}
+	if i := slices.Index(cols, "nft"); i >= 0 {
+		got := map[string]bool{}
+		for _, r := range rows {
+			got[grafanaText(r[i])] = true
+		}
+		if g, w := slices.Sorted(maps.Keys(got)), slices.Sorted(slices.Values(wantNFTs)); !slices.Equal(g, w) {
+			t.Errorf("shows the projects %q, want %q\n%s", g, w, sql)
 		}
 	}
+}
+
+// grafanaSelect returns the values of the options of v whose texts are
+// texts, as a selection in the drop-down gives them.
+func grafanaSelect(t *testing.T, v *grafanaVariable, texts ...string) []string {
+	t.Helper()
+	var out []string
+	for _, text := range texts {
+		i := slices.IndexFunc(v.Options, func(o grafanaOption) bool { return o.Text == text })
+		if i < 0 {
+			t.Fatalf("no option shows %q; options %+v", text, v.Options)
+		}
+		out = append(out, v.Options[i].Value)
+	}
+	return out
+}
+
+// dashboardVariables returns the dashboard's query variables as Grafana
+// fills them: each one's query run as the plugin runs it, in the
+// dashboard's time range and with the variables before it, and its result
+// made options by the plugin's rule; each holds its saved selection.
+func dashboardVariables(t *testing.T, conn clickhouse.Conn, d *dashboard) map[string]*grafanaVariable {
+	t.Helper()
+	vars := map[string]*grafanaVariable{}
+	for _, v := range d.Templating.List {
+		switch v.Type {
+		case "datasource":
+			continue // names the data source; no SQL uses it
+		case "query":
+		default:
+			// An ad hoc filter, say, would make the plugin add filters.
+			t.Fatalf("variable %s is of type %s, which the model of Grafana here does not know", v.Name, v.Type)
+		}
+		if v.AllValue != "" {
+			t.Fatalf("variable %s has a custom all value, which the model of Grafana here does not know", v.Name)
+		}
+		sql := dashboardSQL(t, d, nil, variableSQL(t, v), vars)
+		_, rows, err := pluginRun(conn, sql)
+		if err != nil {
+			t.Fatalf("variable %s: %v\n%s", v.Name, err, sql)
+		}
+		texts := make([][]string, len(rows))
+		for i, r := range rows {
+			for _, c := range r {
+				texts[i] = append(texts[i], grafanaText(c))
+			}
+		}
+		options := pluginVariableOptions(texts)
+		if len(options) == 0 {
+			t.Fatalf("variable %s: its query returned no options\n%s", v.Name, sql)
+		}
+		var current []string
+		if err := json.Unmarshal(v.Current.Value, &current); err != nil {
+			var one string
+			if err := json.Unmarshal(v.Current.Value, &one); err != nil {
+				t.Fatalf("variable %s: current value %s is neither a string nor a list of them", v.Name, v.Current.Value)
+			}
+			current = []string{one}
+		}
+		vars[v.Name] = &grafanaVariable{Multi: v.Multi, Options: options, Current: current}
+	}
+	return vars
+}
+
+// dashboardSQL returns rawSQL as ClickHouse receives it from a query of
+// panel p (nil: a variable's query) with the variables vars, the dashboard
+// open at dashboardNow.
+func dashboardSQL(t *testing.T, d *dashboard, p *panel, rawSQL string, vars map[string]*grafanaVariable) string {
+	t.Helper()
+	what := "variable query"
+	if p != nil {
+		what = fmt.Sprintf("panel %q", p.Title)
+	}
+	sql, err := pluginApplyTemplateVariables(rawSQL, vars)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, rawSQL)
+	}
+	q, err := dashboardPluginQuery(d, p)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if sql, err = pluginExpandMacros(sql, q); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, rawSQL)
+	}
+	return sql
+}
+
+// dashboardPluginQuery returns the time range and interval that Grafana
+// gives a query of panel p (nil: a variable's query) at dashboardNow: the
+// dashboard's range, or the panel's relative time (timeFrom), which ends
+// now; an interval of the range over the points a panel draws (its width in
+// pixels, about 1000; Grafana rounds it), at least the panel's minimum.
+func dashboardPluginQuery(d *dashboard, p *panel) (pluginQuery, error) {
+	from, err := grafanaRelativeTime(d.Time.From)
+	if err != nil {
+		return pluginQuery{}, fmt.Errorf("dashboard time from: %w", err)
+	}
+	to, err := grafanaRelativeTime(d.Time.To)
+	if err != nil {
+		return pluginQuery{}, fmt.Errorf("dashboard time to: %w", err)
+	}
+	q := pluginQuery{From: from, To: to}
+	var minInterval time.Duration
+	if p != nil {
+		if p.TimeShift != "" {
+			return pluginQuery{}, fmt.Errorf("timeShift %q: the model of Grafana here knows no time shift", p.TimeShift)
+		}
+		if p.TimeFrom != "" {
+			span, err := grafanaDuration(p.TimeFrom)
+			if err != nil {
+				return pluginQuery{}, fmt.Errorf("timeFrom: %w", err)
+			}
+			q.From, q.To = dashboardNow.Add(-span), dashboardNow
+		}
+		if p.Interval != "" {
+			if minInterval, err = grafanaDuration(p.Interval); err != nil {
+				return pluginQuery{}, fmt.Errorf("interval: %w", err)
+			}
+		}
+	}
+	q.Interval = max(q.To.Sub(q.From)/1000, minInterval)
+	return q, nil
+}
+
+var (
+	grafanaRelative   = regexp.MustCompile(`^now(?:-(\d+[smhdw]))?$`)
+	grafanaDurationRe = regexp.MustCompile(`^(\d+)([smhdw])$`)
+)
+
+// grafanaRelativeTime returns a time such as "now-30d" at dashboardNow.
+func grafanaRelativeTime(s string) (time.Time, error) {
+	m := grafanaRelative.FindStringSubmatch(s)
+	if m == nil {
+		return time.Time{}, fmt.Errorf("%q: the model of Grafana here knows now and now-<n><unit> only", s)
+	}
+	if m[1] == "" {
+		return dashboardNow, nil
+	}
+	d, err := grafanaDuration(m[1])
+	return dashboardNow.Add(-d), err
+}
+
+// grafanaDuration parses a duration such as "2d" or "1h".
+func grafanaDuration(s string) (time.Duration, error) {
+	m := grafanaDurationRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q: the model of Grafana here knows <n><unit> only, unit one of s, m, h, d, w", s)
+	}
+	n, err := strconv.Atoi(m[1])
+	unit := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour, "d": 24 * time.Hour, "w": 7 * 24 * time.Hour}[m[2]]
+	return time.Duration(n) * unit, err
 }
 
 // writeRunsFixture records passes of every status in the dashboard's test
@@ -232,22 +511,45 @@ func writeRunsFixture(t *testing.T, ch *sink.ClickHouse) {
 	}
 }
 
-// writeMissedTickFixture records a tick of schedule hourly that readsync
-// missed between project 2's two snapshots, then fetches the second one
-// again in a pass of that schedule: its gain spans the missed tick.
-func writeMissedTickFixture(t *testing.T, ch *sink.ClickHouse) {
+// writeDashboardFixture writes the history of dashboardProjects: two passes
+// of schedule hourly, on March 1 and 2, with a tick missed between them, so
+// that every read panel has rows for every project (the gains panels a day
+// whose gain spans the missed tick). Each project has two messages.
+func writeDashboardFixture(t *testing.T, ch *sink.ClickHouse) {
 	t.Helper()
 	ctx := context.Background()
+	passes := []time.Time{time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC), time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)}
 	missed := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	if err := ch.RecordRun(ctx, sink.Run{RunID: "missed", Schedule: "hourly", Trigger: "cron", SnapshotAt: missed, StartedAt: missed,
-		FinishedAt: missed, Status: "missed"}); err != nil {
-		t.Fatal(err)
+	// The ticks first: a pass's gains count the ticks recorded before it.
+	runs := []sink.Run{{RunID: "missed", SnapshotAt: missed, StartedAt: missed, FinishedAt: missed, Status: "missed"}}
+	for i, at := range passes {
+		runs = append(runs, sink.Run{RunID: fmt.Sprintf("pass-%d", i), SnapshotAt: at, StartedAt: at, FinishedAt: at.Add(time.Minute),
+			NFTTotal: uint64(len(dashboardProjects)), NFTOK: uint64(len(dashboardProjects)), Status: "ok"})
 	}
-	at := sink.TimeOf(time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC))
-	b := sink.Batch{Schedule: "hourly", Snapshots: []sink.Snapshot{{ProjectID: 2, MessageID: 20, SnapshotAt: at, ReadCount: 3, Total: 5,
-		Percent: 60, FetchedAt: at, Version: 9}}}
-	if err := ch.Write(ctx, &b); err != nil {
-		t.Fatal(err)
+	for _, r := range runs {
+		r.Schedule, r.Trigger = "hourly", "cron"
+		if err := ch.RecordRun(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, at := range passes {
+		ts := sink.TimeOf(at)
+		b := sink.Batch{Schedule: "hourly"}
+		for _, p := range dashboardProjects {
+			v := uint64(100*i) + uint64(p.id)
+			b.Projects = append(b.Projects, sink.Project{ID: p.id, NFT: p.nft, Name: p.name, CreateAt: ts, Raw: "{}", FetchedAt: ts, Version: v})
+			for m := int64(1); m <= 2; m++ {
+				id := 10*p.id + m
+				reads := uint64((i + 1) * int(id))
+				b.Messages = append(b.Messages, sink.Message{ProjectID: p.id, ID: id, Subject: fmt.Sprintf("message %d", id),
+					CreateAt: ts, FetchedAt: ts, Version: v})
+				b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p.id, MessageID: id, SnapshotAt: ts, FetchedAt: ts,
+					ReadCount: reads, Total: 100, Percent: float64(reads), Version: v})
+			}
+		}
+		if err := ch.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -268,22 +570,6 @@ func openDatabase(t *testing.T, db *sinktest.DB) clickhouse.Conn {
 	return conn
 }
 
-func runQuery(t *testing.T, conn clickhouse.Conn, sql string) (columns []string, rows int) {
-	t.Helper()
-	r, err := conn.Query(context.Background(), sql)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, sql)
-	}
-	defer r.Close()
-	for r.Next() {
-		rows++
-	}
-	if err := r.Err(); err != nil {
-		t.Fatalf("%v\n%s", err, sql)
-	}
-	return r.Columns(), rows
-}
-
 func variableSQL(t *testing.T, v variable) string {
 	t.Helper()
 	var q struct {
@@ -293,69 +579,4 @@ func variableSQL(t *testing.T, v variable) string {
 		t.Fatalf("variable %s: query is not the plugin's {\"rawSql\": ...}: %v", v.Name, err)
 	}
 	return q.RawSQL
-}
-
-// grafanaEnv stands in for a dashboard's time range, interval and
-// variable values.
-type grafanaEnv struct {
-	from, to time.Time
-	interval time.Duration
-	vars     map[string][]string
-}
-
-var (
-	macroRe    = regexp.MustCompile(`\$__(\w+)(?:\(([^)]*)\))?`)
-	variableRe = regexp.MustCompile(`\$\{(\w+)(?::(\w+))?\}|\$(\w+)`)
-)
-
-// expand replaces the ClickHouse plugin's macros the way its backend does
-// (pkg/macros in grafana/clickhouse-datasource) and variables with
-// Grafana's formats. Anything it does not know fails the test rather than
-// reach ClickHouse unreplaced.
-func (e grafanaEnv) expand(t *testing.T, sql string) string {
-	t.Helper()
-	dt := func(tm time.Time) string { return fmt.Sprintf("toDateTime(%d)", tm.Unix()) }
-	date := func(tm time.Time) string { return fmt.Sprintf("toDate('%s')", tm.UTC().Format(time.DateOnly)) }
-	sql = macroRe.ReplaceAllStringFunc(sql, func(m string) string {
-		sub := macroRe.FindStringSubmatch(m)
-		name, arg := sub[1], strings.TrimSpace(sub[2])
-		switch name {
-		case "timeFilter":
-			return fmt.Sprintf("%s >= %s AND %s <= %s", arg, dt(e.from), arg, dt(e.to))
-		case "dateFilter":
-			return fmt.Sprintf("%s >= %s AND %s <= %s", arg, date(e.from), arg, date(e.to))
-		case "fromTime":
-			return dt(e.from)
-		case "toTime":
-			return dt(e.to)
-		case "interval_s":
-			return strconv.Itoa(int(max(e.interval.Seconds(), 1)))
-		case "timeInterval":
-			return fmt.Sprintf("toStartOfInterval(toDateTime(%s), INTERVAL %d second)", arg, int(max(e.interval.Seconds(), 1)))
-		}
-		t.Fatalf("macro %s: this test does not know it; teach grafanaEnv.expand", m)
-		return ""
-	})
-	return variableRe.ReplaceAllStringFunc(sql, func(m string) string {
-		sub := variableRe.FindStringSubmatch(m)
-		name, format := sub[1]+sub[3], sub[2]
-		values, ok := e.vars[name]
-		if !ok {
-			t.Fatalf("variable %s is not defined for this test", m)
-		}
-		// Only an explicit format: the plugin's default for multiple
-		// values is not one to rely on.
-		switch format {
-		case "csv":
-			return strings.Join(values, ",")
-		case "singlequote":
-		default:
-			t.Fatalf("%s: write multi-value variables as ${%s:singlequote} or ${%s:csv}", m, name, name)
-		}
-		quoted := make([]string, len(values))
-		for i, v := range values {
-			quoted[i] = "'" + strings.ReplaceAll(v, "'", `\'`) + "'"
-		}
-		return strings.Join(quoted, ",")
-	})
 }

@@ -18,16 +18,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -392,8 +389,9 @@ type query struct {
 const pushDown = "\nSETTINGS enable_optimize_predicate_expression = 1"
 
 // queries returns the README's and the issue's query shapes, then the
-// dashboard's read panels with every project selected over the whole
-// history. The old form of each reads release 5013242's views.
+// dashboard's read panels as the plugin sends them with All projects
+// selected, over the whole history. The old form of each reads release
+// 5013242's views.
 func (b *bencher) queries() ([]query, error) {
 	from := "toDate('2026-03-01')"
 	last := fmt.Sprintf("toDateTime('2026-03-01 00:00:00') + %d", (b.o.days-1)*86400)
@@ -458,61 +456,6 @@ FROM
     GROUP BY project_id, snapshot_at
 )
 ANY LEFT JOIN (SELECT id AS project_id, nft, name AS project_name FROM projects FINAL) USING project_id`
-
-var (
-	dateFilter = regexp.MustCompile(`\$__dateFilter\((\w+)\)`)
-	timeFilter = regexp.MustCompile(`\$__timeFilter\((\w+)\)`)
-)
-
-// panelQueries returns the dashboard's panels that read the views, with
-// every project selected and the time range covering the history.
-func (b *bencher) panelQueries() ([]query, error) {
-	raw, err := os.ReadFile(b.o.dashboard)
-	if err != nil {
-		return nil, fmt.Errorf("-dashboard: %w", err)
-	}
-	var d struct {
-		Panels []struct {
-			Title string `json:"title"`
-			// TimeFrom is a panel's own range ending now, e.g. "2d".
-			TimeFrom string `json:"timeFrom"`
-			Targets  []struct {
-				RawSQL string `json:"rawSql"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(raw, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", b.o.dashboard, err)
-	}
-	ids := make([]string, b.o.projects)
-	for i := range ids {
-		ids[i] = fmt.Sprint(i + 1)
-	}
-	to := fmt.Sprintf("toDateTime('2026-03-01 00:00:00') + %d", b.o.days*86400)
-	var out []query
-	for _, p := range d.Panels {
-		from, span := "toDateTime('2026-03-01 00:00:00')", fmt.Sprintf("%d days", b.o.days)
-		if p.TimeFrom != "" {
-			days, err := strconv.Atoi(strings.TrimSuffix(p.TimeFrom, "d"))
-			if err != nil {
-				return nil, fmt.Errorf("panel %q: timeFrom %q: this bench knows only days, such as 2d", p.Title, p.TimeFrom)
-			}
-			from, span = fmt.Sprintf("%s - %d", to, days*86400), p.TimeFrom
-		}
-		for _, t := range p.Targets {
-			sql := t.RawSQL
-			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots", "project_read_gains", "project_read_daily_gains"},
-				func(v string) bool { return strings.Contains(sql, v) }) {
-				continue
-			}
-			sql = dateFilter.ReplaceAllString(sql, "$1 >= toDate("+from+") AND $1 <= toDate("+to+")")
-			sql = timeFilter.ReplaceAllString(sql, "$1 >= "+from+" AND $1 <= "+to)
-			sql = strings.ReplaceAll(sql, "${project:csv}", strings.Join(ids, ","))
-			out = append(out, query{name: fmt.Sprintf("panel: %s (all projects, %s)", p.Title, span), new: sql})
-		}
-	}
-	return out, nil
-}
 
 // median runs q n times and returns the median wall time in milliseconds,
 // reading every row, and the row count.

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// panelQueries returns the dashboard's panels that read the views, as
+// Grafana's ClickHouse plugin sends them with All projects selected and the
+// time range covering the history.
+func (b *bencher) panelQueries() ([]query, error) {
+	raw, err := os.ReadFile(b.o.dashboard)
+	if err != nil {
+		return nil, fmt.Errorf("-dashboard: %w", err)
+	}
+	var d struct {
+		Panels []struct {
+			Title string `json:"title"`
+			// TimeFrom is a panel's own range ending now, e.g. "2d".
+			TimeFrom string `json:"timeFrom"`
+			Targets  []struct {
+				RawSQL string `json:"rawSql"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", b.o.dashboard, err)
+	}
+	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	to := start.AddDate(0, 0, b.o.days)
+	var out []query
+	for _, p := range d.Panels {
+		from, span := start, fmt.Sprintf("%d days", b.o.days)
+		if p.TimeFrom != "" {
+			days, err := strconv.Atoi(strings.TrimSuffix(p.TimeFrom, "d"))
+			if err != nil {
+				return nil, fmt.Errorf("panel %q: timeFrom %q: this bench knows only days, such as 2d", p.Title, p.TimeFrom)
+			}
+			from, span = to.AddDate(0, 0, -days), p.TimeFrom
+		}
+		for _, t := range p.Targets {
+			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots", "project_read_gains", "project_read_daily_gains"},
+				func(v string) bool { return strings.Contains(t.RawSQL, v) }) {
+				continue
+			}
+			sql, err := sentWithAll(t.RawSQL, from, to)
+			if err != nil {
+				return nil, fmt.Errorf("panel %q: %w", p.Title, err)
+			}
+			out = append(out, query{name: fmt.Sprintf("panel: %s (all projects, %s)", p.Title, span), new: sql})
+		}
+	}
+	return out, nil
+}
+
+const conditionalAll = "$__conditionalAll("
+
+var (
+	dateFilter = regexp.MustCompile(`\$__dateFilter\((\w+)\)`)
+	timeFilter = regexp.MustCompile(`\$__timeFilter\((\w+)\)`)
+	reference  = regexp.MustCompile(`\$\{?\w+`)
+)
+
+// sentWithAll returns a panel's SQL as the plugin sends it, over from to to,
+// with All selected in every variable: its frontend makes each
+// $__conditionalAll(condition, $variable) 1=1, its backend expands
+// $__dateFilter and $__timeFilter. sink/dashboard_test.go runs the
+// dashboard through a fuller model of Grafana and the plugin
+// (sink/grafana_test.go) on both test servers; this is what All needs of it.
+func sentWithAll(sql string, from, to time.Time) (string, error) {
+	for i := strings.LastIndex(sql, conditionalAll); i >= 0; i = strings.LastIndex(sql, conditionalAll) {
+		open := i + len(conditionalAll) - 1
+		end := closingParenthesis(sql[open:])
+		if end < 0 {
+			return "", fmt.Errorf("%s at byte %d is not closed", conditionalAll, i)
+		}
+		sql = sql[:i] + "1=1" + sql[open+end+1:]
+	}
+	date := func(t time.Time) string { return "toDate('" + t.UTC().Format(time.DateOnly) + "')" }
+	sql = dateFilter.ReplaceAllString(sql, "$1 >= "+date(from)+" AND $1 <= "+date(to))
+	sql = timeFilter.ReplaceAllString(sql, fmt.Sprintf("$1 >= toDateTime(%d) AND $1 <= toDateTime(%d)", from.Unix(), to.Unix()))
+	if m := reference.FindString(sql); m != "" {
+		return "", fmt.Errorf("%s: this bench expands only $__conditionalAll, $__dateFilter and $__timeFilter", m)
+	}
+	return sql, nil
+}
+
+// closingParenthesis returns the index in s of the parenthesis that closes
+// s[0], or -1.
+func closingParenthesis(s string) int {
+	depth := 0
+	for i, c := range s {
+		switch c {
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				return i
+			}
+		}
+	}
+	return -1
+}
