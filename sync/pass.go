@@ -53,6 +53,7 @@ const (
 	DefaultBatchRows     = 50_000
 	DefaultWriteAttempts = 3
 	DefaultWriteBackoff  = time.Second
+	DefaultBatchTimeout  = 30 * time.Second
 )
 
 // Config configures a Syncer. Source and Sink are required.
@@ -70,6 +71,10 @@ type Config struct {
 	Concurrency int
 	// BatchRows is how many rows are gathered before an INSERT.
 	BatchRows int
+	// BatchTimeout is how long fetched rows wait before an INSERT when a
+	// batch fills slowly: a pass cut off, however, loses no more than
+	// that much of what it fetched.
+	BatchTimeout time.Duration
 	// SpillDir is where the snapshot rows of a long list wait until the
 	// list has arrived whole; empty means the system's temporary directory.
 	// The files are unlinked at creation and take no name in the directory.
@@ -98,6 +103,9 @@ func New(cfg Config) *Syncer {
 	}
 	if cfg.BatchRows < 1 {
 		cfg.BatchRows = DefaultBatchRows
+	}
+	if cfg.BatchTimeout <= 0 {
+		cfg.BatchTimeout = DefaultBatchTimeout
 	}
 	if cfg.WriteAttempts < 1 {
 		cfg.WriteAttempts = DefaultWriteAttempts
@@ -229,7 +237,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
 	st := s.newStore(log)
-	w := newWriter(ctx, st, s.cfg.BatchRows, p.Schedule, log)
+	w := newWriter(ctx, st, s.cfg.BatchRows, s.cfg.BatchTimeout, p.Schedule, log)
 	var flusher gosync.WaitGroup
 	flusher.Go(w.run)
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)

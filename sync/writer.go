@@ -187,8 +187,10 @@ func (s *stage) restart() {
 }
 
 // commit hands the name's remaining rows to the writer, the spilled
-// snapshots first.
+// snapshots first, all in one batch unless they fill it.
 func (s *stage) commit() error {
+	s.w.committing.RLock()
+	defer s.w.committing.RUnlock()
 	err := s.snaps.each(func(rows []sink.Snapshot) {
 		// These rows were counted while they waited on disk.
 		s.w.add(s.nft, &sink.Batch{Snapshots: rows}, -len(rows))
@@ -208,25 +210,35 @@ func (s *stage) abort() {
 }
 
 // writer gathers the rows of many names into one shared batch and hands it
-// to a background flusher when it is full, so a pass makes a few large
-// INSERTs rather than one per name, and fetching goes on while a batch is
-// written. At most two batches exist: one filling while the other is
-// written. When the filling one is full before the other is written, add
-// blocks: the back-pressure that bounds a pass's memory whatever the size
-// of its lists.
+// to a background flusher when it is full, or when its first rows have
+// waited the batch timeout, so a pass makes a few large INSERTs rather
+// than one per name, fetching goes on while a batch is written, and rows
+// fetched reach the database within the timeout however long the pass.
+// At most two batches exist: one filling while the other is written. When
+// the filling one is full before the other is written, add blocks: the
+// back-pressure that bounds a pass's memory whatever the size of its lists.
 type writer struct {
 	ctx   context.Context
 	store *store
 	limit int
+	// timeout is how long rows may wait in the filling batch.
+	timeout time.Duration
 	// schedule is the pass's, which every batch carries (sink.Batch).
 	schedule string
 	log      *slog.Logger
 
-	mu    gosync.Mutex // guards batch, held and names; held while waiting for room
-	batch *sink.Batch
-	held  int                 // rows counted towards batch that wait on disk
-	names map[string]struct{} // names with rows in batch
-	full  chan fullBatch      // unbuffered: a send waits for the flusher
+	// committing is held for reading while a name's rows join the batch,
+	// which may take several adds (a long list's snapshots come back from
+	// disk in pieces): a batch handed over for its age must not split a
+	// project's rows at a tick between two INSERTs.
+	committing gosync.RWMutex
+
+	mu      gosync.Mutex // guards batch, held, names and started; held while waiting for room
+	batch   *sink.Batch
+	held    int                 // rows counted towards batch that wait on disk
+	names   map[string]struct{} // names with rows in batch
+	started time.Time           // when batch got its first rows
+	full    chan fullBatch      // unbuffered: a send waits for the flusher
 
 	fetched atomic.Int64 // rows handed to add, for progress reports
 
@@ -243,12 +255,13 @@ type fullBatch struct {
 	names []string
 }
 
-func newWriter(ctx context.Context, st *store, limit int, schedule string, log *slog.Logger) *writer {
+func newWriter(ctx context.Context, st *store, limit int, timeout time.Duration, schedule string, log *slog.Logger) *writer {
 	w := &writer{
 		ctx:       ctx,
 		schedule:  schedule,
 		store:     st,
 		limit:     limit,
+		timeout:   timeout,
 		log:       log,
 		batch:     &sink.Batch{Schedule: schedule},
 		names:     make(map[string]struct{}),
@@ -271,6 +284,9 @@ func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	w.fetched.Add(int64(rows.Len()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.batch.Len() == 0 {
+		w.started = time.Now()
+	}
 	w.batch.Projects = append(w.batch.Projects, rows.Projects...)
 	w.batch.Messages = append(w.batch.Messages, rows.Messages...)
 	w.batch.Snapshots = append(w.batch.Snapshots, rows.Snapshots...)
@@ -282,19 +298,41 @@ func (w *writer) add(nft string, rows *sink.Batch, held int) {
 }
 
 // handOff queues the current batch for writing, waiting until the flusher
-// is done with the previous one, and starts an empty one. A written batch
+// is done with the previous one, and starts an empty one. The caller
+// holds mu.
+func (w *writer) handOff() { w.full <- w.take() }
+
+// take returns the current batch and starts an empty one. A written batch
 // is left to the garbage collector rather than reused: its arrays, sized by
 // the largest batch so far, would keep that memory, and the strings still
-// referenced beyond their length, for the rest of the process.
-// The caller holds mu.
-func (w *writer) handOff() {
+// referenced beyond their length, for the rest of the process. The caller
+// holds mu.
+func (w *writer) take() fullBatch {
 	names := make([]string, 0, len(w.names))
 	for n := range w.names {
 		names = append(names, n)
 	}
 	clear(w.names)
-	w.full <- fullBatch{b: w.batch, names: names}
+	fb := fullBatch{b: w.batch, names: names}
 	w.batch, w.held = &sink.Batch{Schedule: w.schedule}, 0
+	return fb
+}
+
+// takeDue returns the current batch when its first rows have waited the
+// timeout and no name's rows are joining it.
+func (w *writer) takeDue() (fullBatch, bool) {
+	// A commit holds committing while it may wait for this flusher to
+	// take a full batch: waiting for it here would wait for ourselves.
+	if !w.committing.TryLock() {
+		return fullBatch{}, false
+	}
+	defer w.committing.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.batch.Len() == 0 || time.Since(w.started) < w.timeout {
+		return fullBatch{}, false
+	}
+	return w.take(), true
 }
 
 // close hands over what is left and ends run once it is stored. Nothing
@@ -308,11 +346,27 @@ func (w *writer) close() {
 	close(w.full)
 }
 
-// run stores the batches handed over until close. The pass starts it and
-// waits for it: the results are complete when run has returned.
+// run stores the batches handed over until close, and the filling batch
+// when its rows have waited the timeout. The pass starts it and waits for
+// it: the results are complete when run has returned.
 func (w *writer) run() {
-	for fb := range w.full {
-		w.flush(fb)
+	// A tenth of the timeout keeps the wait within a tenth of it, with no
+	// more than a few checks a second.
+	t := time.NewTicker(min(max(w.timeout/10, 10*time.Millisecond), time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case fb, ok := <-w.full:
+			if !ok {
+				return
+			}
+			w.flush(fb)
+		case <-t.C:
+			if fb, ok := w.takeDue(); ok {
+				w.log.Debug("batch handed over after the batch timeout", "rows", fb.b.Len(), "timeout", w.timeout.String())
+				w.flush(fb)
+			}
+		}
 	}
 }
 
