@@ -168,9 +168,17 @@ func (r VerifyReport) Clean() bool {
 // Verify compares every view with its brute force for the snapshots and
 // days from the UTC day of since on (the whole history for the zero
 // time).
+//
+// It changes nothing, so it does not migrate either: a schema with
+// migrations pending is an error that says so.
 func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (VerifyReport, error) {
-	if err := c.ensureSchema(ctx); err != nil {
+	v, err := c.SchemaVersion(ctx)
+	if err != nil {
 		return VerifyReport{}, err
+	}
+	if !v.Current() {
+		return VerifyReport{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
+			"apply them first (readsync --migrate)", c.ddl.db, v.Applied, strings.Join(v.Pending, ", "))
 	}
 	from := dayStart(uint32(TimeOf(since)))
 	rep := VerifyReport{Since: Time(from).Time()}

@@ -108,10 +108,10 @@ SELECT 2, toDateTime('2026-03-01 08:00:00', 'UTC'), '9', toDateTime('2026-03-01 
 		found[v.View] = describeDiff(v)
 	}
 	for view, want := range map[string]string{
-		"project_read_daily":       "missing project_id=1 day=2026-03-01",
-		"project_read_gains":       "wrong   project_id=2 snapshot_at=2026-03-01T08:00:00Z",
-		"project_read_snapshots":   "wrong   project_id=2 snapshot_at=2026-03-01T08:00:00Z",
-		"message_read_latest":      "extra   project_id=3 message_id=999",
+		"project_read_daily":     "missing project_id=1 day=2026-03-01",
+		"project_read_gains":     "wrong   project_id=2 snapshot_at=2026-03-01T08:00:00Z",
+		"project_read_snapshots": "wrong   project_id=2 snapshot_at=2026-03-01T08:00:00Z",
+		"message_read_latest":    "extra   project_id=3 message_id=999",
 	} {
 		if !strings.Contains(found[view], want) {
 			t.Errorf("%s: the report lacks %q:\n%s", view, want, found[view])

@@ -55,6 +55,7 @@ type env struct {
 	LogFormat      string        `env:"READSYNC_LOG_FORMAT" help:"text or json; unset: text on a terminal, else json"`
 	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC" help:"IANA zone the API's times are written in"`
 	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT"`
+	BatchTimeout   time.Duration `env:"READSYNC_BATCH_TIMEOUT, default=30s" help:"longest wait of fetched rows before an INSERT, however slowly a batch fills; a pass cut off loses no more"`
 
 	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER" help:"cluster of the server's remote_servers to create replicated, sharded tables on; unset: one server"`
 	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH" help:"ZooKeeper path of the replicated tables in cluster mode; unset: /clickhouse/tables/{shard}/{database}/{table}"`
@@ -275,6 +276,7 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		"a whole number from 1 to 1024, such as 8")
 	check("READSYNC_REQUEST_TIMEOUT", func() bool { return c.RequestTimeout > 0 }, "a positive Go duration such as 30s")
 	check("READSYNC_BATCH_ROWS", func() bool { return c.BatchRows >= 1 }, "a whole number of at least 1, such as 50000")
+	check("READSYNC_BATCH_TIMEOUT", func() bool { return c.BatchTimeout > 0 }, "a positive Go duration such as 30s")
 	check("READSYNC_MAX_RETRIES", func() bool { return c.MaxRetries >= 0 && c.MaxRetries <= 100 },
 		"a whole number from 0 to 100, such as 4")
 	check("READSYNC_RETRY_BACKOFF", func() bool { return c.RetryBackoff > 0 }, "a positive Go duration such as 500ms")

@@ -77,8 +77,11 @@ func (a *app) daemon(ctx context.Context) int {
 	}()
 
 	// Every tick is accounted for in sync_runs: those nobody ran while
-	// readsync was down are recorded before the first new one.
+	// readsync was down are recorded before the first new one. Then the
+	// derived rows catch up with whatever changed meanwhile: a process
+	// killed between a write and its refresh, rows written by another.
 	a.recordMissedTicks(ctx, st, schedules, sh)
+	a.reconcile(ctx, st.ch)
 
 	cl := cronLogger{a.log}
 	c := cron.New(
@@ -102,7 +105,7 @@ func (a *app) daemon(ctx context.Context) int {
 				return
 			}
 			defer running.Store(false)
-			a.cronPass(passCtx, syncer, s, tick)
+			a.cronPass(passCtx, syncer, st.ch, s, tick)
 		}))
 		names[id] = s.Name
 	}
@@ -208,7 +211,7 @@ func (a *app) readiness(st stores) func(context.Context) error {
 // before the schedule's next tick, so a slow upstream costs one snapshot
 // rather than piling passes up. It leaves the spool to flushLoop: new
 // snapshots come first.
-func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
+func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, ch *sink.ClickHouse, s sync.Schedule, tick time.Time) {
 	if tick.IsZero() {
 		tick = time.Now()
 	}
@@ -234,7 +237,7 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 		a.metrics.observeNothingOwed(s.Name)
 		return
 	}
-	_, err := a.runPass(ctx, syncer, sync.Pass{
+	_, err := a.runPass(ctx, syncer, ch, sync.Pass{
 		Names:      names,
 		Schedule:   s.Name,
 		Trigger:    sync.TriggerCron,

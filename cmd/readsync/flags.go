@@ -22,7 +22,47 @@ type flags struct {
 	allNames   bool
 	flushSpool bool
 	migrate    bool
+	verify     bool
+	since      sinceFlag
+	repair     bool
 	version    bool
+}
+
+// sinceFlag is --since: where --verify's window starts, as an RFC 3339
+// time, a UTC date, or a Go duration before now. Unset, the window is the
+// whole history.
+type sinceFlag struct {
+	t   time.Time
+	set bool
+}
+
+func (s *sinceFlag) String() string {
+	if !s.set {
+		return ""
+	}
+	return s.t.Format(time.RFC3339)
+}
+
+func (s *sinceFlag) Set(v string) error {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d <= 0 {
+			return errors.New("a duration before now must be positive, such as 48h")
+		}
+		s.t, s.set = time.Now().Add(-d).UTC(), true
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		t, err = time.Parse(time.DateOnly, v)
+	}
+	if err != nil {
+		return errors.New("want an RFC 3339 time such as 2026-01-01T00:00:00Z, a UTC date such as 2026-01-01, or a duration before now such as 48h")
+	}
+	if err := sink.CheckTime(t); err != nil {
+		return err
+	}
+	s.t, s.set = t.UTC(), true
+	return nil
 }
 
 // nftList collects --nft values: comma-separated, and the flag may repeat.
@@ -93,6 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.BoolVar(&f.allNames, "all-names", false, "with --check: ask for every configured nft name, within the rate limit, and list those that fail")
 	fs.BoolVar(&f.flushSpool, "flush-spool", false, "replay the spool into ClickHouse, then exit: 0 when it is empty, 3 when entries remain")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply pending ClickHouse migrations, then exit (for an init container or a Job)")
+	fs.BoolVar(&f.verify, "verify", false, "compare every dashboard view with its brute force over the stored history, print what differs, exit 1 if anything does")
+	fs.Var(&f.since, "since", "with --verify: compare the snapshots and days from this UTC day on (RFC 3339 time, date, or a duration before now such as 48h; default: the whole history)")
+	fs.BoolVar(&f.repair, "repair", false, "with --verify: rebuild the derived rows of the projects that differ, then verify again")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return f, err
@@ -127,6 +170,15 @@ func (f flags) validate() error {
 	}
 	if f.migrate && (f.backfill || f.check || f.dryRun || f.flushSpool) {
 		return errors.New("--migrate is a mode of its own; give it alone")
+	}
+	if f.verify && (f.backfill || f.check || f.dryRun || f.flushSpool || f.migrate) {
+		return errors.New("--verify is a mode of its own; give it alone, with --since or --repair")
+	}
+	if f.since.set && !f.verify {
+		return errors.New("--since needs --verify")
+	}
+	if f.repair && !f.verify {
+		return errors.New("--repair needs --verify")
 	}
 	if f.schedule != "" && len(f.nft) > 0 {
 		return errors.New("--schedule and --nft both choose the names; give one")

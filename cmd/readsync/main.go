@@ -103,6 +103,8 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 		return a.backfill(ctx, f)
 	case f.flushSpool:
 		return a.replaySpool(ctx)
+	case f.verify:
+		return a.verify(ctx, f.since.t, f.repair)
 	default:
 		return a.daemon(ctx)
 	}
@@ -245,6 +247,7 @@ func (a *app) replaySpool(ctx context.Context) int {
 	}
 	defer st.Close()
 	a.flushSpool(ctx, st)
+	a.reconcile(ctx, st.ch)
 	if a.spoolWaits(st) {
 		return exitSpooled
 	}
@@ -265,12 +268,35 @@ func (a *app) spoolWaits(st stores) bool {
 	return true
 }
 
-// runPass runs one pass and records it in the metrics.
-func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sync.Report, error) {
+// runPass runs one pass and records it in the metrics, then, when it
+// wrote to ClickHouse (ch, nil for a dry run), reconciles the derived rows
+// with what changed.
+func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, ch *sink.ClickHouse, p sync.Pass) (sync.Report, error) {
 	start := time.Now()
 	rep, err := syncer.Run(ctx, p)
 	a.metrics.observePass(rep, time.Since(start))
+	if ch != nil {
+		a.reconcile(ctx, ch)
+	}
 	return rep, err
+}
+
+// reconcile refreshes the derived rows of whatever changed in the stored
+// history since the last reconcile (see sink.ClickHouse.Reconcile). It
+// fails nothing: what it could not do, the next one does.
+func (a *app) reconcile(ctx context.Context, ch *sink.ClickHouse) {
+	if !ch.Migrated() {
+		return // nothing was written: the rows went to the spool
+	}
+	start := time.Now()
+	rep, err := ch.Reconcile(ctx)
+	a.metrics.observeReconcile(rep, err)
+	if err != nil {
+		a.log.Warn("derived history not reconciled; the next pass tries again", "err", err)
+		return
+	}
+	a.log.Info("derived history reconciled", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
+		"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "duration_ms", time.Since(start).Milliseconds())
 }
 
 func (a *app) syncer(s sink.Writer, sp sync.Spool) *sync.Syncer {
@@ -288,6 +314,7 @@ func (a *app) syncer(s sink.Writer, sp sync.Spool) *sync.Syncer {
 		WriteBackoff: a.cfg.RetryBackoff,
 		Concurrency:  a.cfg.Concurrency,
 		BatchRows:    a.cfg.BatchRows,
+		BatchTimeout: a.cfg.BatchTimeout,
 		Location:     a.cfg.Location,
 		Logger:       a.log,
 		// One gauge for every pass: the upstream is one, whichever

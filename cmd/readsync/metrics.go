@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
@@ -36,6 +37,9 @@ type metrics struct {
 	shardIndex        prometheus.Gauge
 	shardCount        prometheus.Gauge
 	shardReadFailures prometheus.Counter
+
+	reconciles         *prometheus.CounterVec
+	reconcileRewritten prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -99,6 +103,14 @@ func newMetrics() *metrics {
 			Name: "readsync_shard_count_read_failures_total",
 			Help: "Reads of the StatefulSet's replicas that failed (READSYNC_SHARD=<pod>/statefulset); the last count read stays in use meanwhile.",
 		}),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "readsync_reconciles_total",
+			Help: "Reconciles of the derived rows with what changed in the stored history (after each pass and at start), by outcome (ok, error).",
+		}, []string{"outcome"}),
+		reconcileRewritten: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "readsync_reconcile_rewritten_total",
+			Help: "Rows of reads gained that a reconcile found stale or missing and wrote again: a write whose refresh did not run or read a stale replica, or rows written by another process or by hand.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "readsync_build_info",
@@ -116,7 +128,11 @@ func newMetrics() *metrics {
 	})
 	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
 		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, m.shardCount, m.shardReadFailures, build, deliveredAt,
+		m.reconciles, m.reconcileRewritten,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, outcome := range []string{"ok", "error"} {
+		m.reconciles.WithLabelValues(outcome)
+	}
 	for _, state := range []string{deliveryOK, deliveryRefused, deliveryUnavailable} {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "readsync_delivery_state",
@@ -209,6 +225,16 @@ func (m *metrics) observeSpool(sp *spool.Spool) {
 func (m *metrics) observeShare(s share) {
 	m.shardIndex.Set(float64(s.Index))
 	m.shardCount.Set(float64(s.Count))
+}
+
+// observeReconcile records a reconcile.
+func (m *metrics) observeReconcile(rep sink.ReconcileReport, err error) {
+	if err != nil {
+		m.reconciles.WithLabelValues("error").Inc()
+		return
+	}
+	m.reconciles.WithLabelValues("ok").Inc()
+	m.reconcileRewritten.Add(float64(rep.Rewritten))
 }
 
 // observeNothingOwed records a tick at which the schedule had no names in
