@@ -37,6 +37,11 @@ func Refused(err error) (fix string, ok bool) {
 const (
 	fixRights = "the ClickHouse user of READSYNC_CLICKHOUSE_DSN lacks a right readsync needs (CREATE, ALTER, DROP VIEW, INSERT and SELECT " +
 		"on its database): grant it, or apply the migrations once with `readsync --migrate` as a user who has them"
+	// The server does not say which of the two it was: it answers an
+	// unknown user as it does a wrong password (current releases send
+	// AUTHENTICATION_FAILED for both), so as not to reveal which users exist.
+	fixLogin = "check the user and the password in READSYNC_CLICKHOUSE_DSN: the server refused to log them in " +
+		"(the user must exist there, and a password's reserved characters such as @, : or / must be percent-encoded in the DSN)"
 	fixDialect = "this server does not accept a statement of readsync's: check that its release is one the README lists as tested, " +
 		"and report the message with the server's version"
 	fixSetting = "the server does not know a setting sent with readsync's statements: remove it from the query parameters of READSYNC_CLICKHOUSE_DSN " +
@@ -47,9 +52,9 @@ const (
 var fixes = map[int32]string{
 	164: fixRights,  // READONLY: a readonly profile
 	497: fixRights,  // ACCESS_DENIED
-	516: fixRights,  // AUTHENTICATION_FAILED
-	192: fixRights,  // UNKNOWN_USER
-	193: fixRights,  // WRONG_PASSWORD
+	516: fixLogin,   // AUTHENTICATION_FAILED
+	192: fixLogin,   // UNKNOWN_USER
+	193: fixLogin,   // WRONG_PASSWORD
 	62:  fixDialect, // SYNTAX_ERROR
 	115: fixSetting, // UNKNOWN_SETTING
 	46:  fixDialect, // UNKNOWN_FUNCTION

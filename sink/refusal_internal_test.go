@@ -22,6 +22,9 @@ func TestRefused(t *testing.T) {
 	}{
 		{"readonly user", ex(164), true, "lacks a right readsync needs"},
 		{"access denied", ex(497), true, "lacks a right readsync needs"},
+		{"wrong password, current release", ex(516), true, "check the user and the password in READSYNC_CLICKHOUSE_DSN"},
+		{"unknown user, 18.16", ex(192), true, "check the user and the password in READSYNC_CLICKHOUSE_DSN"},
+		{"wrong password, 18.16", ex(193), true, "check the user and the password in READSYNC_CLICKHOUSE_DSN"},
 		{"joined subquery without alias", ex(206), true, "does not accept a statement of readsync's"},
 		{"syntax error", ex(62), true, "does not accept a statement of readsync's"},
 		{"unknown setting", ex(115), true, "the server does not know a setting"},

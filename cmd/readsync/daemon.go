@@ -44,8 +44,9 @@ func (a *app) daemon(ctx context.Context) int {
 	for _, s := range schedules {
 		a.metrics.armSchedule(s.Name)
 	}
-	// The listener answers from the start: liveness at once, readiness
-	// once ClickHouse is migrated and answering.
+	// The listener answers from the start to the end: liveness at once and
+	// throughout shutdown, readiness once ClickHouse is migrated and
+	// answering, and no longer once shutdown begins.
 	probes := &probes{}
 	hs := a.serveHTTP(ln, probes)
 

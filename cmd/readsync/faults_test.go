@@ -42,19 +42,31 @@ func (l *lockedBuffer) String() string {
 // returns its exit code.
 func (f *fixture) startDaemon(t *testing.T) (log *lockedBuffer, stop func() int) {
 	t.Helper()
+	log, signal, wait := f.startDaemonSignalled(t)
+	return log, func() int {
+		t.Helper()
+		signal()
+		return wait()
+	}
+}
+
+// startDaemonSignalled runs the daemon; signal does what SIGTERM does to the
+// process and returns at once, and wait waits for the exit code. Both may be
+// called more than once; the end of the test does both.
+func (f *fixture) startDaemonSignalled(t *testing.T) (log *lockedBuffer, signal func(), wait func() int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	log = &lockedBuffer{}
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, nil, environ(f.env), log, log) }()
 	stopped := false
 	var code int
-	stop = func() int {
+	wait = func() int {
 		t.Helper()
 		if stopped {
 			return code
 		}
 		stopped = true
-		cancel()
 		select {
 		case code = <-done:
 		case <-time.After(time.Minute):
@@ -63,8 +75,11 @@ func (f *fixture) startDaemon(t *testing.T) (log *lockedBuffer, stop func() int)
 		f.noSecrets(t, log.String())
 		return code
 	}
-	t.Cleanup(func() { stop() })
-	return log, stop
+	t.Cleanup(func() {
+		cancel()
+		wait()
+	})
+	return log, cancel, wait
 }
 
 // waitStarted waits until the daemon whose log this is has done its start:

@@ -178,3 +178,45 @@ func TestShutdownStopsTheListenerBeforeClickHouse(t *testing.T) {
 		t.Errorf("want the listener stopped before ClickHouse closes; log:\n%s", out)
 	}
 }
+
+// A daemon draining after SIGTERM, its pass still running, stays live, so
+// that the kubelet does not restart it mid-pass, and is not ready, saying
+// why.
+func TestDrainingDaemonIsLiveButNotReady(t *testing.T) {
+	projects := apitest.Generate(2, 1, 5)
+	stuck := projects[1].NFT
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+		apitest.WithFault(stuck, apitest.Slow(10*time.Minute)))
+	f.env["READSYNC_SHUTDOWN_GRACE"] = "10m"
+	f.env["READSYNC_REQUEST_TIMEOUT"] = "10m"
+	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	log, signal, wait := f.startDaemonSignalled(t)
+	base := listenerURL(t, log.String)
+	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	eventually(t, "the stuck name requested", func() bool {
+		for _, r := range f.srv.Requests() {
+			if r.Query.Get("nft_name") == stuck {
+				return true
+			}
+		}
+		return false
+	}, log.String)
+
+	signal()
+	eventually(t, "shutdown begun", func() bool { return strings.Contains(log.String(), `"msg":"shutting down: no new passes`) }, log.String)
+	if code, body := get(t, base, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while draining: %d %q, want 200", code, body)
+	}
+	if code, body := get(t, base, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+		t.Errorf("/readyz while draining: %d %q, want 503 saying it is shutting down", code, body)
+	}
+	if strings.Contains(log.String(), `"msg":"daemon stopped"`) {
+		t.Fatalf("the daemon stopped before its pass ended; log:\n%s", log.String())
+	}
+
+	// Closing the upstream ends the stuck request, and with it the pass.
+	f.srv.Close()
+	if code := wait(); code != exitOK {
+		t.Errorf("daemon exit %d; log:\n%s", code, log.String())
+	}
+}

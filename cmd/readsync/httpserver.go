@@ -14,8 +14,10 @@ import (
 
 // probes answers the daemon's health endpoints.
 type probes struct {
-	// stopping is set when shutdown begins; liveness then fails so nothing
-	// restarts a process that is finishing its pass.
+	// stopping is set when shutdown begins. Readiness then fails, so that
+	// nothing counts on a process that is going away; liveness stays green,
+	// as failing it would ask the kubelet to restart the process while it
+	// finishes its pass or spools what it fetched.
 	stopping atomic.Bool
 	// ready returns why the daemon cannot do its job, or nil; nil until
 	// the daemon has opened its stores.
@@ -46,15 +48,15 @@ func (h *httpServer) stop() {
 func (a *app) serveHTTP(ln net.Listener, p *probes) *httpServer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		if p.stopping.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		rctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
+		if p.stopping.Load() {
+			http.Error(w, "shutting down: no new passes; a running pass finishes or spools what it fetched", http.StatusServiceUnavailable)
+			return
+		}
 		ready := p.ready.Load()
 		if ready == nil {
 			// Opening the stores waits on ClickHouse (up to its dial

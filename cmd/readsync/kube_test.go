@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,10 +44,11 @@ type manifests struct {
 }
 
 // apiTypes knows the kinds the manifests may contain: those of the core,
-// apps, batch and RBAC groups.
+// apps, batch and RBAC groups, and the Prometheus Operator's of the
+// monitoring component.
 var apiTypes = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, rbacv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, rbacv1.AddToScheme, monitoringv1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
@@ -365,6 +367,9 @@ func TestDecodeObjectIsStrict(t *testing.T) {
 		{"duplicate key", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: y\n", false},
 		{"unknown kind", "apiVersion: v1\nkind: Deployment\nmetadata:\n  name: x\n", false},
 		{"wrong type", "apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: x\nspec:\n  replicas: three\n", false},
+		{"PodMonitor", "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  podMetricsEndpoints:\n    - port: http\n", true},
+		{"PodMonitor, unknown field", "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  podMetricsEndpoints:\n    - port: http\n      paht: /metrics\n", false},
+		{"PrometheusRule, unknown field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: x\nspec:\n  groups:\n    - name: g\n      rules:\n        - alert: A\n          expr: up == 0\n          four: 5m\n", false},
 	}
 	for _, tt := range tests {
 		_, err := decodeObject([]byte(tt.doc))

@@ -851,30 +851,37 @@ func helmRender(t *testing.T, release string, flags ...string) (manifests, error
 	return decodeManifests("helm "+strings.Join(args, " "), out)
 }
 
-// A tool the manifest tests run: the one on PATH, else the pinned version
-// through `go run`, which needs nothing in go.mod. required names the
-// variable that turns "cannot run" from a skip into a failure.
+// A tool the tests run: the one on PATH, else, when it has a module, the
+// pinned version through `go run`, which needs nothing in go.mod. required
+// names the variable that turns "cannot run" from a skip into a failure;
+// version is the argument that makes the tool say its version, which
+// tells that it runs.
 type toolSpec struct {
-	name, module, required string
-	find                   func() ([]string, error)
+	name, module, required, version string
+	find                            func() ([]string, error)
 }
 
 var (
-	kustomizeTool = newTool("kustomize", kustomizeModule, "READSYNC_REQUIRE_KUSTOMIZE")
-	helmTool      = newTool("helm", helmModule, "READSYNC_REQUIRE_HELM")
+	kustomizeTool = newTool("kustomize", kustomizeModule, "READSYNC_REQUIRE_KUSTOMIZE", "version")
+	helmTool      = newTool("helm", helmModule, "READSYNC_REQUIRE_HELM", "version")
 )
 
-func newTool(name, module, required string) *toolSpec {
-	s := &toolSpec{name: name, module: module, required: required}
+func newTool(name, module, required, version string) *toolSpec {
+	s := &toolSpec{name: name, module: module, required: required, version: version}
 	s.find = sync.OnceValues(func() ([]string, error) {
-		candidates := [][]string{{"go", "run", module}}
-		if _, err := exec.LookPath(name); err == nil {
-			candidates = append([][]string{{name}}, candidates...)
-		}
+		var candidates [][]string
 		var errs []error
+		if _, err := exec.LookPath(name); err == nil {
+			candidates = append(candidates, []string{name})
+		} else {
+			errs = append(errs, err)
+		}
+		if module != "" {
+			candidates = append(candidates, []string{"go", "run", module})
+		}
 		for _, c := range candidates {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			out, err := exec.CommandContext(ctx, c[0], append(c[1:], "version")...).CombinedOutput()
+			out, err := exec.CommandContext(ctx, c[0], append(c[1:], version)...).CombinedOutput()
 			cancel()
 			if err == nil {
 				return c, nil

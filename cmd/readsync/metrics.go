@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,8 +35,10 @@ type metrics struct {
 	// by the process's migrations.
 	delivery delivery
 
-	shardIndex        prometheus.Gauge
-	shardCount        prometheus.Gauge
+	shardIndex prometheus.Gauge
+	// shards is the count of readsync_shards, exported under its
+	// deprecated name too (see newMetrics).
+	shards            atomic.Uint32
 	shardReadFailures prometheus.Counter
 
 	reconciles         *prometheus.CounterVec
@@ -93,11 +96,7 @@ func newMetrics() *metrics {
 		}),
 		shardIndex: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "readsync_shard_index",
-			Help: "The shard of the scheduled names this process took at its last pass (READSYNC_SHARD's i), 0 without sharding; at or above readsync_shard_count, it took none.",
-		}),
-		shardCount: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "readsync_shard_count",
-			Help: "How many shards the scheduled names were split into at this process's last pass (READSYNC_SHARD's n, or its StatefulSet's replicas), 1 without sharding.",
+			Help: "The shard of the scheduled names this process took at its last pass (READSYNC_SHARD's i), 0 without sharding; at or above readsync_shards, it took none.",
 		}),
 		shardReadFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "readsync_shard_count_read_failures_total",
@@ -126,8 +125,21 @@ func newMetrics() *metrics {
 		}
 		return 0
 	})
+	shards := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "readsync_shards",
+		Help: "How many shards the scheduled names were split into at this process's last pass (READSYNC_SHARD's n, or its StatefulSet's replicas), 1 without sharding.",
+	}, func() float64 { return float64(m.shards.Load()) })
+	// The name readsync_shards replaced: _count is reserved for the series of
+	// histograms and summaries, and a metrics lint (promtool check metrics)
+	// rejects a gauge of that name. It stays for a deprecation period, so
+	// that alerts and dashboards can move over, untyped, which the lint
+	// accepts and PromQL queries as it did the gauge.
+	shardsDeprecated := prometheus.NewUntypedFunc(prometheus.UntypedOpts{
+		Name: "readsync_shard_count",
+		Help: "Deprecated: replaced by readsync_shards, which has the same value; to be removed after a deprecation period (README, Monitoring).",
+	}, func() float64 { return float64(m.shards.Load()) })
 	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
-		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, m.shardCount, m.shardReadFailures, build, deliveredAt,
+		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, shards, shardsDeprecated, m.shardReadFailures, build, deliveredAt,
 		m.reconciles, m.reconcileRewritten,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, outcome := range []string{"ok", "error"} {
@@ -224,7 +236,7 @@ func (m *metrics) observeSpool(sp *spool.Spool) {
 // and others not at all.
 func (m *metrics) observeShare(s share) {
 	m.shardIndex.Set(float64(s.Index))
-	m.shardCount.Set(float64(s.Count))
+	m.shards.Store(s.Count)
 }
 
 // observeReconcile records a reconcile.

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/readsync/readsync/sync"
 )
 
 // The shard gauges say which part of the names a pod handles, so that an
-// alert can catch pods of one StatefulSet that disagree on the count.
+// alert can catch pods of one StatefulSet that disagree on the count. The
+// count is exported under its deprecated name too, untyped, with a help
+// that names its replacement.
 func TestShardMetrics(t *testing.T) {
 	tests := []struct {
 		shard        string
@@ -29,17 +34,34 @@ func TestShardMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]float64{}
+		want := map[string]struct {
+			value float64
+			typ   dto.MetricType
+		}{
+			"readsync_shard_index": {tt.index, dto.MetricType_GAUGE},
+			"readsync_shards":      {tt.count, dto.MetricType_GAUGE},
+			"readsync_shard_count": {tt.count, dto.MetricType_UNTYPED},
+		}
 		for _, f := range families {
-			if n := f.GetName(); n == "readsync_shard_index" || n == "readsync_shard_count" {
-				got[n] = f.GetMetric()[0].GetGauge().GetValue()
+			w, ok := want[f.GetName()]
+			if !ok {
+				continue
+			}
+			delete(want, f.GetName())
+			mt := f.GetMetric()[0]
+			got := mt.GetGauge().GetValue()
+			if f.GetType() == dto.MetricType_UNTYPED {
+				got = mt.GetUntyped().GetValue()
+			}
+			if f.GetType() != w.typ || got != w.value {
+				t.Errorf("READSYNC_SHARD %q: %s = %v (%v), want %v (%v)", tt.shard, f.GetName(), got, f.GetType(), w.value, w.typ)
+			}
+			if f.GetName() == "readsync_shard_count" && !strings.HasPrefix(f.GetHelp(), "Deprecated: replaced by readsync_shards") {
+				t.Errorf("readsync_shard_count's help %q does not say it is deprecated and what replaced it", f.GetHelp())
 			}
 		}
-		want := map[string]float64{"readsync_shard_index": tt.index, "readsync_shard_count": tt.count}
-		for name, v := range want {
-			if g, ok := got[name]; !ok || g != v {
-				t.Errorf("READSYNC_SHARD %q: %s = %v (exported %t), want %v", tt.shard, name, g, ok, v)
-			}
+		for name := range want {
+			t.Errorf("READSYNC_SHARD %q: %s not exported", tt.shard, name)
 		}
 	}
 }

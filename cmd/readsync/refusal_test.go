@@ -2,27 +2,40 @@ package main
 
 import (
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 // A ClickHouse that answers but refuses is not an outage. A user without
-// DDL rights and a setting the server does not know are each reported as a
-// refusal, with what to do, by the log, --check, /readyz and the delivery
-// metric; the rows wait in the spool and all arrive once the cause is gone.
+// DDL rights, a setting the server does not know, a wrong password and an
+// unknown user are each reported as a refusal, with what to do, by the log,
+// --check, /readyz and the delivery metric; the rows wait in the spool and
+// all arrive once the cause is gone.
 func TestRefusalIsNotAnOutage(t *testing.T) {
+	const checkLogin = "check the user and the password in READSYNC_CLICKHOUSE_DSN"
 	for _, tc := range []struct {
 		name string
 		dsn  func(t *testing.T, f *fixture) string
 		fix  string
+		// login is set for the cases whose login the server refuses.
+		login bool
 	}{
-		{"user without DDL rights", func(t *testing.T, f *fixture) string { return f.db.ReaderDSN(t) }, "lacks a right readsync needs"},
-		{"a setting the server does not know", func(_ *testing.T, f *fixture) string { return f.db.DSN + "?readsync_no_such_setting=1" }, "the server does not know a setting"},
+		{"user without DDL rights", func(t *testing.T, f *fixture) string { return f.db.ReaderDSN(t) }, "lacks a right readsync needs", false},
+		{"a setting the server does not know", func(_ *testing.T, f *fixture) string { return f.db.DSN + "?readsync_no_such_setting=1" }, "the server does not know a setting", false},
+		{"a wrong password", func(t *testing.T, f *fixture) string {
+			return withUser(t, f.db.DSN, url.UserPassword("default", "not-the-password"))
+		}, checkLogin, true},
+		{"an unknown user", func(t *testing.T, f *fixture) string { return withUser(t, f.db.DSN, url.User("readsync_no_such_user")) }, checkLogin, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.login {
+				sinktest.Require(t, sinktest.SurvivesFailedLogin)
+			}
 			projects := apitest.Generate(4, 3, 21)
 			f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
 			good := f.env["READSYNC_CLICKHOUSE_DSN"]
@@ -39,6 +52,9 @@ func TestRefusalIsNotAnOutage(t *testing.T) {
 			}
 			if strings.Contains(stderr, "unavailable") {
 				t.Errorf("backfill log calls a refusal an outage:\n%s", stderr)
+			}
+			if tc.login && strings.Contains(stderr, "lacks a right") {
+				t.Errorf("backfill log asks for a right when the login failed:\n%s", stderr)
 			}
 
 			code, stdout, _ := f.run(t, "--check")
@@ -82,4 +98,15 @@ func TestRefusalIsNotAnOutage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withUser is dsn logging in as user instead.
+func withUser(t *testing.T, dsn string, user *url.Userinfo) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = user
+	return u.String()
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 
@@ -137,8 +136,8 @@ func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 					}
 				}
 				for ordinal, p := range c.pods {
-					if got := gaugeValue(t, p.app.metrics.shardCount); got != float64(n) {
-						t.Errorf("%s to %d: pod %d's readsync_shard_count is %v", route.name, n, ordinal, got)
+					if got := p.app.metrics.shards.Load(); got != uint32(n) {
+						t.Errorf("%s to %d: pod %d's readsync_shards is %v", route.name, n, ordinal, got)
 					}
 				}
 			}
@@ -249,13 +248,4 @@ func writeScheduleList(t *testing.T, file, cron string, lists ...[]string) {
 		}
 	}
 	writeFile(t, file, doc.String())
-}
-
-func gaugeValue(t *testing.T, g interface{ Write(*dto.Metric) error }) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
 }
