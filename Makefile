@@ -2,7 +2,10 @@
 SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release: the VERSION file, which the chart's version and appVersion and the
+# kustomize bases' image tag repeat (TestVersionInOnePlace in cmd/readsync holds
+# them to it). A build between releases may say so: make VERSION=$(git describe --always) build.
+VERSION ?= $(shell cat VERSION)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # How much `make test` fuzzes each target: a count of inputs, not a duration.
