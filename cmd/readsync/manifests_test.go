@@ -554,17 +554,34 @@ func checkClaimSize(t *testing.T, what string, claim *corev1.PersistentVolumeCla
 	}
 }
 
+// startupBudget is the least time the daemon's startupProbe must allow
+// before the kubelet restarts a pod: that of a long migration, the
+// one-time fold of existing history (about a minute per 70M snapshot rows
+// on two cores), so that no probe restarts a pod in the middle of one.
+const startupBudget = 30 * time.Minute
+
+// checkProbes checks the daemon's probes: liveness and startup on
+// /healthz, which readsync answers from the moment it listens, whatever
+// ClickHouse does; readiness on /readyz; all on the port it listens on;
+// and a startup budget of a long migration.
 func checkProbes(t *testing.T, what string, c *corev1.Container, cfg *config) {
 	t.Helper()
 	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
 		t.Fatalf("%s: READSYNC_HTTP_ADDR %q: %v", what, cfg.HTTPAddr, err)
 	}
+	if p := c.StartupProbe; p != nil {
+		budget := time.Duration(p.InitialDelaySeconds+max(p.PeriodSeconds, 10)*max(p.FailureThreshold, 3)) * time.Second
+		if budget < startupBudget {
+			t.Errorf("%s: startupProbe allows %s (initialDelaySeconds + periodSeconds x failureThreshold), want at least %s for a long migration",
+				what, budget, startupBudget)
+		}
+	}
 	for _, p := range []struct {
 		name  string
 		probe *corev1.Probe
 		path  string
-	}{{"livenessProbe", c.LivenessProbe, "/healthz"}, {"readinessProbe", c.ReadinessProbe, "/readyz"}} {
+	}{{"livenessProbe", c.LivenessProbe, "/healthz"}, {"startupProbe", c.StartupProbe, "/healthz"}, {"readinessProbe", c.ReadinessProbe, "/readyz"}} {
 		if p.probe == nil || p.probe.HTTPGet == nil {
 			t.Errorf("%s: %s: want an httpGet probe of %s", what, p.name, p.path)
 			continue
