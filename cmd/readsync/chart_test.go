@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 )
 
@@ -43,7 +44,8 @@ func TestChart(t *testing.T) {
 		{name: "defaults", release: "readsync", replicas: 1, secret: exampleSecret},
 		{
 			name: "scaled, with a backfill", release: "prod",
-			flags:    []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=5"},
+			flags: []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=5",
+				"--set", "podDisruptionBudget.minAvailable=50%"},
 			replicas: 4, backfill: 5, secret: exampleSecret,
 		},
 		{
@@ -188,6 +190,9 @@ func TestChartMatchesKustomize(t *testing.T) {
 	hc := find[corev1.PersistentVolumeClaim](t, h, "readsync-backfill-spools").Spec
 	compareContract(t, "backfill claim", kc, hc)
 	compareContract(t, "Role", find[rbacv1.Role](t, k, "readsync").Rules, find[rbacv1.Role](t, h, "readsync").Rules)
+	kb, hb := find[policyv1.PodDisruptionBudget](t, k, "readsync").Spec, find[policyv1.PodDisruptionBudget](t, h, "readsync").Spec
+	kb.Selector, hb.Selector = nil, nil // the chart's selects its release too; checkDisruptionBudget checks both
+	compareContract(t, "PodDisruptionBudget", kb, hb)
 }
 
 func statefulSetContract(t *testing.T, m manifests, s *appsv1.StatefulSet) map[string]any {

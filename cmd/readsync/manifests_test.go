@@ -32,7 +32,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	rsync "github.com/readsync/readsync/sync"
@@ -317,6 +320,74 @@ func checkDaemon(t *testing.T, m manifests, name string, replicas int, secret se
 		checkClaimSize(t, what, claim, cfg, 1)
 	}
 	checkServices(t, m, s, cfg)
+	checkDisruptionBudget(t, m, s)
+}
+
+// checkDisruptionBudget checks that one PodDisruptionBudget covers the
+// daemon's pods and no backfill's, and that it lets a drain proceed: with
+// every pod ready, at least one may be evicted, however few the replicas,
+// and a pod that is not ready (ClickHouse down) may always be.
+func checkDisruptionBudget(t *testing.T, m manifests, s *appsv1.StatefulSet) {
+	t.Helper()
+	var budgets []*policyv1.PodDisruptionBudget
+	for _, b := range all[policyv1.PodDisruptionBudget](m) {
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if err != nil {
+			t.Errorf("%s: PodDisruptionBudget %s: selector: %v", m.what, b.Name, err)
+			continue
+		}
+		if sel.Empty() || !sel.Matches(labels.Set(statefulSetPod(s, 0).labels)) {
+			continue
+		}
+		budgets = append(budgets, b)
+		for _, j := range all[batchv1.Job](m) {
+			if sel.Matches(labels.Set(indexedJobPod(j, 0).labels)) {
+				t.Errorf("%s: PodDisruptionBudget %s selects the pods of Job %s: a backfill's would count against the daemon's budget", m.what, b.Name, j.Name)
+			}
+		}
+	}
+	if len(budgets) != 1 {
+		t.Errorf("%s: %d PodDisruptionBudgets select the pods of StatefulSet %s, want 1", m.what, len(budgets), s.Name)
+		return
+	}
+	b := budgets[0]
+	replicas := int(*s.Spec.Replicas)
+	switch allowed, err := disruptionsAllowed(b, replicas, replicas); {
+	case err != nil:
+		t.Errorf("%s: PodDisruptionBudget %s: %v", m.what, b.Name, err)
+	case allowed < 1:
+		t.Errorf("%s: PodDisruptionBudget %s lets no pod of %d ready ones be evicted: a drain of their node would never end",
+			m.what, b.Name, replicas)
+	}
+	if p := b.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("%s: PodDisruptionBudget %s: unhealthyPodEvictionPolicy %v, want AlwaysAllow: pods unready while ClickHouse is down would hold up drains",
+			m.what, b.Name, p)
+	}
+}
+
+// disruptionsAllowed is what the disruption controller computes for a
+// budget over a workload of that many replicas, healthy of them ready.
+func disruptionsAllowed(b *policyv1.PodDisruptionBudget, replicas, healthy int) (int, error) {
+	var desired int
+	switch spec := b.Spec; {
+	case spec.MaxUnavailable != nil && spec.MinAvailable != nil:
+		return 0, errors.New("both maxUnavailable and minAvailable, which the API server refuses")
+	case spec.MaxUnavailable != nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(spec.MaxUnavailable, replicas, true)
+		if err != nil {
+			return 0, err
+		}
+		desired = max(replicas-n, 0)
+	case spec.MinAvailable != nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(spec.MinAvailable, replicas, true)
+		if err != nil {
+			return 0, err
+		}
+		desired = n
+	default:
+		return 0, errors.New("neither maxUnavailable nor minAvailable")
+	}
+	return max(healthy-desired, 0), nil
 }
 
 // checkBackfill checks the Indexed Job: n indexes, index i taking shard i
