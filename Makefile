@@ -54,7 +54,9 @@ lint:
 # Debian's packages and the npm package of the current release when they may),
 # or pass on READSYNC_TEST_CLICKHOUSE_DSN and READSYNC_TEST_CLUSTER_DSNS.
 # The manifest tests render deployments/ with kustomize and helm (from PATH,
-# or the pinned versions through `go run`).
+# or the pinned versions through `go run`), and check the alerts' rule file
+# with promtool from PATH (skipped without one unless
+# READSYNC_REQUIRE_PROMTOOL=1, which .ci/run sets after installing it).
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
 unit:
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \

@@ -940,29 +940,41 @@ func helmRender(t *testing.T, release string, flags ...string) (manifests, error
 }
 
 // A tool the manifest tests run: the one on PATH, else the pinned version
-// through `go run`, which needs nothing in go.mod. required names the
-// variable that turns "cannot run" from a skip into a failure.
+// through `go run`, which needs nothing in go.mod (for a tool that has a
+// module). required names the variable that turns "cannot run" from a
+// skip into a failure.
 type toolSpec struct {
 	name, module, required string
 	find                   func() ([]string, error)
 }
 
 var (
-	kustomizeTool = newTool("kustomize", kustomizeModule, "READSYNC_REQUIRE_KUSTOMIZE")
-	helmTool      = newTool("helm", helmModule, "READSYNC_REQUIRE_HELM")
+	kustomizeTool = newTool("kustomize", kustomizeModule, "READSYNC_REQUIRE_KUSTOMIZE", "version")
+	helmTool      = newTool("helm", helmModule, "READSYNC_REQUIRE_HELM", "version")
+	// Prometheus's own checker of rule files, from Debian's prometheus
+	// package: Prometheus as a module is too large to go run.
+	promtoolTool = newTool("promtool", "", "READSYNC_REQUIRE_PROMTOOL", "--version")
 )
 
-func newTool(name, module, required string) *toolSpec {
+// newTool finds a tool by running it with the arguments that print its
+// version.
+func newTool(name, module, required string, version ...string) *toolSpec {
 	s := &toolSpec{name: name, module: module, required: required}
 	s.find = sync.OnceValues(func() ([]string, error) {
-		candidates := [][]string{{"go", "run", module}}
+		var candidates [][]string
 		if _, err := exec.LookPath(name); err == nil {
-			candidates = append([][]string{{name}}, candidates...)
+			candidates = append(candidates, []string{name})
+		}
+		if module != "" {
+			candidates = append(candidates, []string{"go", "run", module})
+		}
+		if len(candidates) == 0 {
+			return nil, fmt.Errorf("no %s on PATH", name)
 		}
 		var errs []error
 		for _, c := range candidates {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			out, err := exec.CommandContext(ctx, c[0], append(c[1:], "version")...).CombinedOutput()
+			out, err := exec.CommandContext(ctx, c[0], append(c[1:], version...)...).CombinedOutput()
 			cancel()
 			if err == nil {
 				return c, nil

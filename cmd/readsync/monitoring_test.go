@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -55,6 +56,20 @@ func TestChartFileCopies(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s differs from %s; copy it again (helm reads no file outside the chart)", cp, source)
 		}
+	}
+}
+
+// The rule file loads in Prometheus as it is: promtool checks its PromQL,
+// durations, labels and annotation templates as Prometheus does when it
+// reads rule_files.
+func TestPrometheusRulesCheck(t *testing.T) {
+	out, err := toolOutput(t, promtoolTool, "", "check", "rules", rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := ruleGroups(t)
+	if want := fmt.Sprintf("SUCCESS: %d rules found", len(groups[0].Rules)); !strings.Contains(string(out), want) {
+		t.Errorf("promtool check rules %s: %s, want %q", rulesFile, out, want)
 	}
 }
 
