@@ -488,7 +488,9 @@ func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (
 		t.Errorf("%s: READSYNC_SPOOL_DIR %s must be a writable volume's mount point (the root filesystem is read-only)", what, cfg.SpoolDir)
 	}
 	checkSecurity(t, what, pod, c)
-	for _, kind := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+	// Ephemeral storage too: the container's log, which without a limit
+	// could fill the node.
+	for _, kind := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
 		if _, ok := c.Resources.Requests[kind]; !ok {
 			t.Errorf("%s: want a %s request, got %+v", what, kind, c.Resources)
 		}
