@@ -21,8 +21,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
 // chartSchedules is a schedules file for --set-file.
@@ -312,4 +316,74 @@ func diffJSON(at string, a, b any) []string {
 	ab, _ := json.Marshal(a)
 	bb, _ := json.Marshal(b)
 	return []string{fmt.Sprintf("%s: kustomize %s, chart %s", at, ab, bb)}
+}
+
+// The NetworkPolicy covers the release's pods, the daemon's and the
+// backfill's, and no other release's; it opens the port readsync listens
+// on, to the peers given, and limits egress only when told where to.
+func TestChartNetworkPolicy(t *testing.T) {
+	const peer = "monitoring"
+	for _, tt := range []struct {
+		name   string
+		flags  []string
+		egress int // rules; 0 for no egress policy
+	}{
+		{name: "ingress only", flags: []string{"--set", "networkPolicy.enabled=true"}},
+		{name: "ingress from Prometheus, egress to DNS", egress: 1, flags: []string{
+			"--set", "networkPolicy.enabled=true",
+			"--set", "networkPolicy.ingressFrom[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=" + peer,
+			"--set", "networkPolicy.egress[0].ports[0].port=53", "--set", "networkPolicy.egress[0].ports[0].protocol=UDP",
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := helmTemplate(t, "readsync", append(slices.Clone(tt.flags), "--set", "backfill.enabled=true")...)
+			other := helmTemplate(t, "other", "--set", "backfill.enabled=true")
+			p := one[networkingv1.NetworkPolicy](t, m)
+			sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
+			if err != nil || sel.Empty() {
+				t.Fatalf("NetworkPolicy %s: podSelector %+v: %v", p.Name, p.Spec.PodSelector, err)
+			}
+			s := find[appsv1.StatefulSet](t, m, "readsync")
+			j := find[batchv1.Job](t, m, "readsync-backfill")
+			for what, l := range map[string]map[string]string{
+				"the daemon's pods": statefulSetPod(s, 0).labels, "the backfill's pods": indexedJobPod(j, 0).labels,
+			} {
+				if !sel.Matches(labels.Set(l)) {
+					t.Errorf("NetworkPolicy %s does not select %s (%v)", p.Name, what, l)
+				}
+			}
+			if sel.Matches(labels.Set(statefulSetPod(find[appsv1.StatefulSet](t, other, "other-readsync"), 0).labels)) {
+				t.Errorf("NetworkPolicy %s selects the pods of another release", p.Name)
+			}
+
+			if len(p.Spec.Ingress) != 1 || len(p.Spec.Ingress[0].Ports) != 1 || p.Spec.Ingress[0].Ports[0].Port == nil {
+				t.Fatalf("NetworkPolicy %s: ingress %+v, want one rule of one port", p.Name, p.Spec.Ingress)
+			}
+			cfg, c := checkPod(t, m, "pod readsync-0", statefulSetPod(s, 0), exampleSecret)
+			_, listen, _ := strings.Cut(cfg.HTTPAddr, ":")
+			if port := *p.Spec.Ingress[0].Ports[0].Port; containerPort(c, port) != listen {
+				t.Errorf("NetworkPolicy %s opens port %s, readsync listens on %s", p.Name, port.String(), listen)
+			}
+			from := p.Spec.Ingress[0].From
+			if tt.egress > 0 && (len(from) != 1 || from[0].NamespaceSelector == nil || from[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != peer) {
+				t.Errorf("NetworkPolicy %s: ingress from %+v, want networkPolicy.ingressFrom", p.Name, from)
+			}
+			if tt.egress == 0 && len(from) != 0 {
+				t.Errorf("NetworkPolicy %s: ingress from %+v, want anyone", p.Name, from)
+			}
+			wantTypes := []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
+			if tt.egress > 0 {
+				wantTypes = append(wantTypes, networkingv1.PolicyTypeEgress)
+			}
+			if !slices.Equal(p.Spec.PolicyTypes, wantTypes) || len(p.Spec.Egress) != tt.egress {
+				t.Errorf("NetworkPolicy %s: policyTypes %v with %d egress rules, want %v with %d: egress is limited only when rules are given",
+					p.Name, p.Spec.PolicyTypes, len(p.Spec.Egress), wantTypes, tt.egress)
+			}
+			if tt.egress > 0 {
+				if e := p.Spec.Egress[0].Ports; len(e) != 1 || e[0].Port == nil || *e[0].Port != intstr.FromInt32(53) {
+					t.Errorf("NetworkPolicy %s: egress %+v, want networkPolicy.egress", p.Name, p.Spec.Egress)
+				}
+			}
+		})
+	}
 }

@@ -24,6 +24,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,12 +53,12 @@ type manifests struct {
 }
 
 // apiTypes knows the kinds the manifests may contain: those of the core,
-// apps, batch, policy and RBAC groups, and the Prometheus Operator's
-// monitoring.coreos.com.
+// apps, batch, networking, policy and RBAC groups, and the Prometheus
+// Operator's monitoring.coreos.com.
 var apiTypes = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{
-		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, policyv1.AddToScheme, rbacv1.AddToScheme,
+		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme, policyv1.AddToScheme, rbacv1.AddToScheme,
 		monitoringv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
