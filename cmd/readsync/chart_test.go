@@ -57,7 +57,7 @@ func TestChart(t *testing.T) {
 			flags: []string{
 				"--set", "secret.name=readsync-creds", "--set", "secret.keys.clientID=id",
 				"--set", "secret.keys.clientSecret=secret", "--set", "secret.keys.clickhouseDSN=dsn",
-				"--set", "settings.READSYNC_CONCURRENCY=16", "--set-file", "schedules=" + chartSchedules,
+				"--set-string", "settings.READSYNC_CONCURRENCY=16", "--set-file", "schedules=" + chartSchedules,
 				"--set", "image.tag=v1.2.3", "--set", "resources.limits.memory=1Gi",
 				"--set", "persistence.storageClassName=fast", "--set", "persistence.size=5Gi",
 				"--set", "backfill.enabled=true", "--set", "backfill.parallelism=1",
@@ -147,21 +147,118 @@ func TestChartBackfillRelease(t *testing.T) {
 	}
 }
 
-// Values that would render pods readsync rejects, or variables set twice,
-// fail at render time with a message naming the value.
+// Values of the wrong type, keys the chart does not know, and settings
+// readsync would not read or that the chart sets itself fail helm template
+// and helm lint --strict alike, with a message naming the value, rather
+// than rendering something else (replicaCount=three rendered replicas: 0).
 func TestChartRejectsBadValues(t *testing.T) {
 	for _, tt := range []struct {
 		flags []string
 		want  string
 	}{
-		{[]string{"--set", "backfill.enabled=true", "--set", "backfill.parallelism=0"}, "backfill.parallelism 0: must be at least 1"},
-		{[]string{"--set", "settings.LOG_LEVEL=debug"}, "settings.LOG_LEVEL: readsync reads only READSYNC_* variables"},
-		{[]string{"--set", "settings.READSYNC_SHARD=0/2"}, "settings.READSYNC_SHARD: set by the chart"},
-		{[]string{"--set", "settings.READSYNC_CLIENT_SECRET=s3cr3t"}, "settings.READSYNC_CLIENT_SECRET: set by the chart"},
+		{[]string{"--set", "replicaCount=three"}, "replicaCount: Invalid type. Expected: integer, given: string"},
+		{[]string{"--set", "replicaCount=-1"}, "replicaCount: Must be greater than or equal to 0"},
+		{[]string{"--set", "replicaCont=3"}, "Additional property replicaCont is not allowed"},
+		{[]string{"--set", "image.pullPolicy=Sometimes"}, "image.pullPolicy must be one of the following"},
+		{[]string{"--set", "image.tag=v1:2"}, "image.tag: Does not match pattern"},
+		{[]string{"--set", "metrics.serviceMonitor.enabled=yes please"}, "metrics.serviceMonitor.enabled: Invalid type. Expected: boolean"},
+		{[]string{"--set", "metrics.podMonitor.interval=30 s"}, "metrics.podMonitor.interval: Does not match pattern"},
+		{[]string{"--set", "metrics.serviceMonitor.labels.release=1"}, "metrics.serviceMonitor.labels.release: Invalid type. Expected: string"},
+		{[]string{"--set", "podDisruptionBudget.maxUnavailable=one"}, "podDisruptionBudget.maxUnavailable: Must validate at least one schema"},
+		{[]string{"--set", "persistence.size=lots"}, "persistence.size: Does not match pattern"},
+		{[]string{"--set", "backfill.enabled=true", "--set", "backfill.parallelism=0"}, "backfill.parallelism: Must be greater than or equal to 1"},
+		{[]string{"--set", "backfill.spool.accessModes={ReadWriteSometimes}"}, "backfill.spool.accessModes.0 must be one of the following"},
+		{[]string{"--set", "settings.LOG_LEVEL=debug"}, "settings: Additional property LOG_LEVEL is not allowed"},
+		{[]string{"--set", "settings.READSYNC_CONCURENCY=16"}, "settings: Additional property READSYNC_CONCURENCY is not allowed"},
+		{[]string{"--set", "settings.READSYNC_SHARD=0/2"}, "settings: Additional property READSYNC_SHARD is not allowed"},
+		{[]string{"--set-string", "settings.READSYNC_CLIENT_SECRET=s3cr3t"}, "settings: Additional property READSYNC_CLIENT_SECRET is not allowed"},
+		// A number would reach the ConfigMap as Helm prints it: 1e+06.
+		{[]string{"--set", "settings.READSYNC_BATCH_ROWS=1000000"}, "settings.READSYNC_BATCH_ROWS: Invalid type. Expected: string, given: integer"},
 	} {
 		_, err := helmRender(t, "readsync", tt.flags...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("helm template %q: error %v, want one containing %q", tt.flags, err, tt.want)
+		}
+		args := append([]string{"lint", "--strict", helmChart}, tt.flags...)
+		if out, err := toolOutput(t, helmTool, "", args...); err == nil || !strings.Contains(string(out), tt.want) {
+			t.Errorf("helm %s: error %v, output\n%s\nwant a failure reporting %q", strings.Join(args, " "), err, out, tt.want)
+		}
+	}
+}
+
+// The schema closes every object of the chart's own: a key it does not
+// declare is an error at every level, not only at the top. Objects of
+// Kubernetes' or the Prometheus Operator's (affinity, tolerations,
+// relabelings, NetworkPolicy rules) are left to the API server, which
+// knows them.
+func TestChartSchemaIsClosed(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal([]byte(readRepoFile(t, "deployments/helm/readsync/values.schema.json")), &root); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	if s := root["$schema"]; s != "http://json-schema.org/draft-07/schema#" {
+		t.Errorf("values.schema.json: $schema %v, want draft-07, which Helm 3 reads", s)
+	}
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if _, ok := v["properties"]; ok && v["additionalProperties"] != false {
+				t.Errorf("values.schema.json: %s declares properties but admits others (additionalProperties %v)", at, v["additionalProperties"])
+			}
+			for _, k := range slices.Sorted(maps.Keys(v)) {
+				walk(at+"/"+k, v[k])
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s/%d", at, i), e)
+			}
+		}
+	}
+	walk("#", root)
+}
+
+// settings admits every variable readsync reads, as a string, but those
+// the chart sets in the pod itself; the schema lists them, and this test
+// holds the list to the binary and to the rendered pod.
+func TestChartSettingsSchema(t *testing.T) {
+	var schema struct {
+		Properties struct {
+			Settings struct {
+				Properties           map[string]struct{ Type string }
+				AdditionalProperties *bool
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(readRepoFile(t, "deployments/helm/readsync/values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	settings := schema.Properties.Settings
+	if settings.AdditionalProperties == nil || *settings.AdditionalProperties {
+		t.Errorf("values.schema.json: settings admits variables it does not list")
+	}
+	m := helmTemplate(t, "readsync")
+	c := find[appsv1.StatefulSet](t, m, "readsync").Spec.Template.Spec.Containers[0]
+	// Tied to the pod's layout, which the chart does not set: Kubernetes
+	// mounts the service account token where readsync looks by default.
+	setByPod := map[string]bool{"READSYNC_SERVICEACCOUNT_DIR": true}
+	for _, e := range c.Env {
+		setByPod[e.Name] = true
+	}
+	var want []string
+	for name := range binaryVariables(t) {
+		if strings.HasPrefix(name, "READSYNC_") && !setByPod[name] {
+			want = append(want, name)
+		}
+	}
+	slices.Sort(want)
+	got := slices.Sorted(maps.Keys(settings.Properties))
+	if !slices.Equal(got, want) {
+		t.Errorf("values.schema.json: settings admits\n%q\nwant the variables readsync reads but those the chart sets:\n%q", got, want)
+	}
+	for name, p := range settings.Properties {
+		if p.Type != "string" {
+			t.Errorf("values.schema.json: settings.%s is of type %q, want string", name, p.Type)
 		}
 	}
 }

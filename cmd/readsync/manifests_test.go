@@ -1036,7 +1036,8 @@ func runTool(cmd []string, dir string, args ...string) ([]byte, error) {
 	c.Stderr = &stderr
 	out, err := c.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
+		// What it printed is returned too: helm lint reports on stdout.
+		return out, fmt.Errorf("%s %s: %w\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
 	}
 	return out, nil
 }
