@@ -53,8 +53,9 @@ lint:
 # scripts/clickhouse.sh and scripts/cluster.sh start private servers (installing
 # Debian's packages and the npm package of the current release when they may),
 # or pass on READSYNC_TEST_CLICKHOUSE_DSN and READSYNC_TEST_CLUSTER_DSNS.
-# The manifest tests render deployments/ with kustomize and helm (from PATH,
-# or the pinned versions through `go run`), and check the alerts' rule file
+# The manifest tests render deployments/ with kustomize and helm and score
+# the chart with kube-score (from PATH, or the pinned versions through
+# `go run`), and check the alerts' rule file
 # with promtool from PATH (skipped without one unless
 # READSYNC_REQUIRE_PROMTOOL=1, which .ci/run sets after installing it).
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
@@ -63,7 +64,7 @@ unit:
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
 	current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
 	old_lacks=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh lacks); current_lacks=$$(scripts/clickhouse.sh lacks); \
-	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1; \
+	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_KUBESCORE=1; \
 	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
 		export READSYNC_TEST_CLICKHOUSE_READER=readsync_reader READSYNC_REQUIRE_CLICKHOUSE_READER=1; \
 	fi; \

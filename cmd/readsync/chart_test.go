@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -482,5 +483,53 @@ func TestChartNetworkPolicy(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The values table of the chart's README lists every value of the schema,
+// and nothing else: settings as one value, whose variables the README's
+// Configuration table describes.
+func TestChartReadmeValues(t *testing.T) {
+	var root map[string]any
+	if err := json.Unmarshal([]byte(readRepoFile(t, "deployments/helm/readsync/values.schema.json")), &root); err != nil {
+		t.Fatal(err)
+	}
+	defs, _ := root["definitions"].(map[string]any)
+	var want []string
+	var walk func(path string, node map[string]any)
+	walk = func(path string, node map[string]any) {
+		if ref, ok := node["$ref"].(string); ok {
+			node, _ = defs[strings.TrimPrefix(ref, "#/definitions/")].(map[string]any)
+		}
+		props, ok := node["properties"].(map[string]any)
+		if !ok || path == "settings" {
+			want = append(want, path)
+			return
+		}
+		for k, v := range props {
+			if p := strings.TrimPrefix(path+"."+k, "."); p != "global" { // Helm's, for subcharts
+				walk(p, v.(map[string]any))
+			}
+		}
+	}
+	walk("", root)
+	slices.Sort(want)
+
+	readme := readRepoFile(t, "deployments/helm/readsync/README.md")
+	_, table, ok := strings.Cut(readme, "\n| value | meaning | default |\n")
+	if !ok {
+		t.Fatal("deployments/helm/readsync/README.md: no table of values")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	var got []string
+	for _, row := range strings.Split(table, "\n")[1:] { // after the separator row
+		first := strings.Split(row, "|")[1]
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(first, -1) {
+			got = append(got, m[1])
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("deployments/helm/readsync/README.md lists the values\n%q\nvalues.schema.json has\n%q", got, want)
 	}
 }
