@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # readsync's container image. `make image` builds it with the version and
 # commit stamped in; by hand:
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
-#     --build-arg COMMIT=$(git rev-parse --short HEAD) -t readsync .
+#   docker build --build-arg COMMIT=$(git rev-parse --short HEAD) \
+#     -t readsync:$(cat VERSION) .
 
 # The Go of go.mod (TestDockerfileGoVersion in cmd/readsync checks it).
 FROM golang:1.26.8 AS build
@@ -11,11 +11,14 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ARG VERSION=dev
+# The release in the VERSION file unless given (`make image` gives the
+# Makefile's, which is the same unless overridden).
+ARG VERSION=
 ARG COMMIT=unknown
 # Static (no cgo) for the distroless static image; the -ldflags of
 # `make build`, so --version reports the same either way.
-RUN CGO_ENABLED=0 go build -trimpath \
+RUN VERSION="${VERSION:-$(cat VERSION)}" \
+    && CGO_ENABLED=0 go build -trimpath \
         -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
         -o /out/readsync ./cmd/readsync \
     && mkdir -p /out/state/spool

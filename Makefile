@@ -2,7 +2,10 @@
 SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release: the VERSION file, which the chart's version and appVersion and the
+# kustomize bases' image tag repeat (TestVersionInOnePlace in cmd/readsync holds
+# them to it). A build between releases may say so: make VERSION=$(git describe --always) build.
+VERSION ?= $(shell cat VERSION)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 # How much `make test` fuzzes each target: a count of inputs, not a duration.
@@ -50,16 +53,17 @@ lint:
 # scripts/clickhouse.sh and scripts/cluster.sh start private servers (installing
 # Debian's packages and the npm package of the current release when they may),
 # or pass on READSYNC_TEST_CLICKHOUSE_DSN and READSYNC_TEST_CLUSTER_DSNS.
-# The manifest tests render deployments/ with kustomize and helm (from PATH,
-# or the pinned versions through `go run`). The alert tests run Debian's
-# promtool and prometheus (package prometheus) from PATH.
+# The manifest tests render deployments/ with kustomize and helm and score
+# the chart with kube-score (from PATH, or the pinned versions through
+# `go run`). The alert tests run Debian's promtool and prometheus (package
+# prometheus) from PATH.
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
 unit:
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
 	current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
 	old_lacks=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh lacks); current_lacks=$$(scripts/clickhouse.sh lacks); \
-	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1; \
+	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1; \
 	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
 		export READSYNC_TEST_CLICKHOUSE_READER=readsync_reader READSYNC_REQUIRE_CLICKHOUSE_READER=1; \
 	fi; \

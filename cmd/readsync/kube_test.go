@@ -9,10 +9,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,11 +25,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
 	kjson "sigs.k8s.io/json"
 	kyaml "sigs.k8s.io/yaml"
 )
@@ -44,17 +52,90 @@ type manifests struct {
 }
 
 // apiTypes knows the kinds the manifests may contain: those of the core,
-// apps, batch and RBAC groups, and the Prometheus Operator's of the
-// monitoring component.
+// apps, batch, networking, policy and RBAC groups, and the Prometheus
+// Operator's monitoring.coreos.com.
 var apiTypes = sync.OnceValue(func() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, rbacv1.AddToScheme, monitoringv1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{
+		corev1.AddToScheme, appsv1.AddToScheme, batchv1.AddToScheme, networkingv1.AddToScheme, policyv1.AddToScheme, rbacv1.AddToScheme,
+		monitoringv1.AddToScheme,
+	} {
 		if err := add(s); err != nil {
 			panic(err)
 		}
 	}
 	return s
 })
+
+// crdDir holds the CustomResourceDefinitions of the custom kinds the
+// manifests may contain, from the release of the Go types that decode
+// them (TestCRDsMatchTheirTypes).
+const crdDir = "testdata/crds"
+
+// crdSchemas are the OpenAPI schemas of those CRDs, by kind. The Go types
+// reject unknown fields; the schemas are what else the API server checks
+// of a custom resource: formats, patterns, enums, required fields.
+var crdSchemas = sync.OnceValues(func() (map[schema.GroupVersionKind]*spec.Schema, error) {
+	files, err := filepath.Glob(filepath.Join(crdDir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("no CRDs in %s: %v", crdDir, err)
+	}
+	schemas := map[schema.GroupVersionKind]*spec.Schema{}
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var crd struct {
+			Spec struct {
+				Group    string
+				Names    struct{ Kind string }
+				Versions []struct {
+					Name   string
+					Schema struct {
+						OpenAPIV3Schema json.RawMessage `json:"openAPIV3Schema"`
+					}
+				}
+			}
+		}
+		if err := kyaml.Unmarshal(b, &crd); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		for _, v := range crd.Spec.Versions {
+			s := new(spec.Schema)
+			if err := json.Unmarshal(v.Schema.OpenAPIV3Schema, s); err != nil {
+				return nil, fmt.Errorf("%s: version %s: %w", file, v.Name, err)
+			}
+			schemas[schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind}] = s
+		}
+	}
+	return schemas, nil
+})
+
+// validateCRD checks a custom resource, as JSON, against its CRD's schema;
+// objects of built-in kinds pass.
+func validateCRD(gvk schema.GroupVersionKind, j []byte) error {
+	schemas, err := crdSchemas()
+	if err != nil {
+		return err
+	}
+	s, ok := schemas[gvk]
+	switch {
+	case ok:
+	case gvk.Group == monitoringv1.SchemeGroupVersion.Group:
+		return fmt.Errorf("%s: no CRD in %s", gvk, crdDir)
+	default:
+		return nil // a built-in kind, which its Go type describes
+	}
+	var v any
+	if err := json.Unmarshal(j, &v); err != nil {
+		return err
+	}
+	if res := validate.NewSchemaValidator(s, nil, "", strfmt.Default).Validate(v); !res.IsValid() {
+		return fmt.Errorf("the CRD's schema: %w", errors.Join(res.Errors...))
+	}
+	return nil
+}
 
 // decodeManifests splits a multi-document YAML stream and decodes each
 // document as the API server's strict field validation does: duplicate
@@ -109,6 +190,9 @@ func decodeObject(doc []byte) (object, error) {
 	o := ro.(object)
 	if len(strict) > 0 {
 		return nil, fmt.Errorf("%s %s: %w", tm.Kind, o.GetName(), errors.Join(strict...))
+	}
+	if err := validateCRD(gvk, j); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", tm.Kind, o.GetName(), err)
 	}
 	return o, nil
 }
@@ -352,6 +436,13 @@ func TestExpandVars(t *testing.T) {
 	}
 }
 
+// serviceMonitor is a ServiceMonitor with an endpoint's interval and one
+// more field.
+func serviceMonitor(interval, field string) string {
+	return "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: x\nspec:\n" +
+		"  selector:\n    matchLabels:\n      a: b\n  endpoints:\n    - port: http\n      interval: " + interval + "\n      " + field + "\n"
+}
+
 // The decoder must reject what the API server's strict validation rejects,
 // or the manifest tests would pass manifests a cluster refuses.
 func TestDecodeObjectIsStrict(t *testing.T) {
@@ -370,6 +461,11 @@ func TestDecodeObjectIsStrict(t *testing.T) {
 		{"PodMonitor", "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  podMetricsEndpoints:\n    - port: http\n", true},
 		{"PodMonitor, unknown field", "apiVersion: monitoring.coreos.com/v1\nkind: PodMonitor\nmetadata:\n  name: x\nspec:\n  selector: {}\n  podMetricsEndpoints:\n    - port: http\n      paht: /metrics\n", false},
 		{"PrometheusRule, unknown field", "apiVersion: monitoring.coreos.com/v1\nkind: PrometheusRule\nmetadata:\n  name: x\nspec:\n  groups:\n    - name: g\n      rules:\n        - alert: A\n          expr: up == 0\n          four: 5m\n", false},
+		{"custom resource", serviceMonitor("30s", "path: /metrics"), true},
+		{"custom resource, unknown field", serviceMonitor("30s", "paths: /metrics"), false},
+		// What only the CRD's schema says: a duration's pattern, an enum.
+		{"custom resource, bad duration", serviceMonitor("30 s", "path: /metrics"), false},
+		{"custom resource, value not in enum", serviceMonitor("30s", "scheme: ftp"), false},
 	}
 	for _, tt := range tests {
 		_, err := decodeObject([]byte(tt.doc))

@@ -32,7 +32,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	rsync "github.com/readsync/readsync/sync"
@@ -215,7 +219,8 @@ func checkBackfillAlone(t *testing.T, m manifests) {
 	t.Helper()
 	for _, o := range m.objs {
 		switch o.(type) {
-		case *batchv1.Job, *corev1.PersistentVolumeClaim:
+		// A NetworkPolicy selects the release's own pods (TestChartNetworkPolicy).
+		case *batchv1.Job, *corev1.PersistentVolumeClaim, *networkingv1.NetworkPolicy:
 		default:
 			t.Errorf("%s renders %T %s: applying a backfill must not touch the daemon's objects", m.what, o, o.GetName())
 		}
@@ -317,6 +322,74 @@ func checkDaemon(t *testing.T, m manifests, name string, replicas int, secret se
 		checkClaimSize(t, what, claim, cfg, 1)
 	}
 	checkServices(t, m, s, cfg)
+	checkDisruptionBudget(t, m, s)
+}
+
+// checkDisruptionBudget checks that one PodDisruptionBudget covers the
+// daemon's pods and no backfill's, and that it lets a drain proceed: with
+// every pod ready, at least one may be evicted, however few the replicas,
+// and a pod that is not ready (ClickHouse down) may always be.
+func checkDisruptionBudget(t *testing.T, m manifests, s *appsv1.StatefulSet) {
+	t.Helper()
+	var budgets []*policyv1.PodDisruptionBudget
+	for _, b := range all[policyv1.PodDisruptionBudget](m) {
+		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
+		if err != nil {
+			t.Errorf("%s: PodDisruptionBudget %s: selector: %v", m.what, b.Name, err)
+			continue
+		}
+		if sel.Empty() || !sel.Matches(labels.Set(statefulSetPod(s, 0).labels)) {
+			continue
+		}
+		budgets = append(budgets, b)
+		for _, j := range all[batchv1.Job](m) {
+			if sel.Matches(labels.Set(indexedJobPod(j, 0).labels)) {
+				t.Errorf("%s: PodDisruptionBudget %s selects the pods of Job %s: a backfill's would count against the daemon's budget", m.what, b.Name, j.Name)
+			}
+		}
+	}
+	if len(budgets) != 1 {
+		t.Errorf("%s: %d PodDisruptionBudgets select the pods of StatefulSet %s, want 1", m.what, len(budgets), s.Name)
+		return
+	}
+	b := budgets[0]
+	replicas := int(*s.Spec.Replicas)
+	switch allowed, err := disruptionsAllowed(b, replicas, replicas); {
+	case err != nil:
+		t.Errorf("%s: PodDisruptionBudget %s: %v", m.what, b.Name, err)
+	case allowed < 1:
+		t.Errorf("%s: PodDisruptionBudget %s lets no pod of %d ready ones be evicted: a drain of their node would never end",
+			m.what, b.Name, replicas)
+	}
+	if p := b.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
+		t.Errorf("%s: PodDisruptionBudget %s: unhealthyPodEvictionPolicy %v, want AlwaysAllow: pods unready while ClickHouse is down would hold up drains",
+			m.what, b.Name, p)
+	}
+}
+
+// disruptionsAllowed is what the disruption controller computes for a
+// budget over a workload of that many replicas, healthy of them ready.
+func disruptionsAllowed(b *policyv1.PodDisruptionBudget, replicas, healthy int) (int, error) {
+	var desired int
+	switch spec := b.Spec; {
+	case spec.MaxUnavailable != nil && spec.MinAvailable != nil:
+		return 0, errors.New("both maxUnavailable and minAvailable, which the API server refuses")
+	case spec.MaxUnavailable != nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(spec.MaxUnavailable, replicas, true)
+		if err != nil {
+			return 0, err
+		}
+		desired = max(replicas-n, 0)
+	case spec.MinAvailable != nil:
+		n, err := intstr.GetScaledValueFromIntOrPercent(spec.MinAvailable, replicas, true)
+		if err != nil {
+			return 0, err
+		}
+		desired = n
+	default:
+		return 0, errors.New("neither maxUnavailable nor minAvailable")
+	}
+	return max(healthy-desired, 0), nil
 }
 
 // checkBackfill checks the Indexed Job: n indexes, index i taking shard i
@@ -417,7 +490,9 @@ func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (
 		t.Errorf("%s: READSYNC_SPOOL_DIR %s must be a writable volume's mount point (the root filesystem is read-only)", what, cfg.SpoolDir)
 	}
 	checkSecurity(t, what, pod, c)
-	for _, kind := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+	// Ephemeral storage too: the container's log, which without a limit
+	// could fill the node.
+	for _, kind := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourceEphemeralStorage} {
 		if _, ok := c.Resources.Requests[kind]; !ok {
 			t.Errorf("%s: want a %s request, got %+v", what, kind, c.Resources)
 		}
@@ -554,17 +629,34 @@ func checkClaimSize(t *testing.T, what string, claim *corev1.PersistentVolumeCla
 	}
 }
 
+// startupBudget is the least time the daemon's startupProbe must allow
+// before the kubelet restarts a pod: that of a long migration, the
+// one-time fold of existing history (about a minute per 70M snapshot rows
+// on two cores), so that no probe restarts a pod in the middle of one.
+const startupBudget = 30 * time.Minute
+
+// checkProbes checks the daemon's probes: liveness and startup on
+// /healthz, which readsync answers from the moment it listens, whatever
+// ClickHouse does; readiness on /readyz; all on the port it listens on;
+// and a startup budget of a long migration.
 func checkProbes(t *testing.T, what string, c *corev1.Container, cfg *config) {
 	t.Helper()
 	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
 		t.Fatalf("%s: READSYNC_HTTP_ADDR %q: %v", what, cfg.HTTPAddr, err)
 	}
+	if p := c.StartupProbe; p != nil {
+		budget := time.Duration(p.InitialDelaySeconds+max(p.PeriodSeconds, 10)*max(p.FailureThreshold, 3)) * time.Second
+		if budget < startupBudget {
+			t.Errorf("%s: startupProbe allows %s (initialDelaySeconds + periodSeconds x failureThreshold), want at least %s for a long migration",
+				what, budget, startupBudget)
+		}
+	}
 	for _, p := range []struct {
 		name  string
 		probe *corev1.Probe
 		path  string
-	}{{"livenessProbe", c.LivenessProbe, "/healthz"}, {"readinessProbe", c.ReadinessProbe, "/readyz"}} {
+	}{{"livenessProbe", c.LivenessProbe, "/healthz"}, {"startupProbe", c.StartupProbe, "/healthz"}, {"readinessProbe", c.ReadinessProbe, "/readyz"}} {
 		if p.probe == nil || p.probe.HTTPGet == nil {
 			t.Errorf("%s: %s: want an httpGet probe of %s", what, p.name, p.path)
 			continue
@@ -939,7 +1031,8 @@ func runTool(cmd []string, dir string, args ...string) ([]byte, error) {
 	c.Stderr = &stderr
 	out, err := c.Output()
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
+		// What it printed is returned too: helm lint reports on stdout.
+		return out, fmt.Errorf("%s %s: %w\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
 	}
 	return out, nil
 }

@@ -53,7 +53,7 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	flags := []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=2",
 		"--set-file", "schedules=" + schedules}
 	for k, v := range settings {
-		flags = append(flags, "--set", "settings."+k+"="+v)
+		flags = append(flags, "--set-string", "settings."+k+"="+v)
 	}
 	h := helmTemplate(t, "prod", flags...)
 

@@ -61,7 +61,7 @@ func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 	}
 	helmFlags := []string{"--set-file", "schedules=" + schedules}
 	for k, v := range settings {
-		helmFlags = append(helmFlags, "--set", "settings."+k+"="+v)
+		helmFlags = append(helmFlags, "--set-string", "settings."+k+"="+v)
 	}
 	applied := func(kube *fakeKube, m manifests) manifests {
 		kube.apply(find[appsv1.StatefulSet](t, m, "readsync"))

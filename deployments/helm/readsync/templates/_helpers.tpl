@@ -129,3 +129,30 @@ securityContext:
 {{- define "readsync.checksum" -}}
 checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
 {{- end -}}
+
+{{/*
+The monitors' job label: the Service's and pods' app.kubernetes.io/name,
+readsync, whatever the release's name, which is the job the alerts of
+files/readsync.rules.yaml read.
+*/}}
+{{- define "readsync.jobLabel" -}}
+jobLabel: app.kubernetes.io/name
+{{- end -}}
+
+{{/* A monitor's scrape settings, from its values (metrics.*). */}}
+{{- define "readsync.scrape" -}}
+{{- with .interval }}
+interval: {{ . }}
+{{- end }}
+{{- with .scrapeTimeout }}
+scrapeTimeout: {{ . }}
+{{- end }}
+{{- with .relabelings }}
+relabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
