@@ -7,6 +7,7 @@ import (
 
 	"github.com/readsync/readsync/apiclient"
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -57,5 +58,54 @@ func TestBatchTimeoutWritesRowsAsTheyWait(t *testing.T) {
 	}
 	if want := 8*3 + 700; snapshots != want {
 		t.Errorf("%d snapshot rows written, want %d", snapshots, want)
+	}
+}
+
+// slowSink is a memSink whose writes take a while, so that fetching fills
+// the next batch before the flusher is back.
+type slowSink struct {
+	memSink
+	delay time.Duration
+}
+
+func (s *slowSink) Write(ctx context.Context, b *sink.Batch) error {
+	time.Sleep(s.delay)
+	return s.memSink.Write(ctx, b)
+}
+
+// A batch that times out while the next one is full and waiting for the
+// flusher (back-pressure) is taken at a later tick: the flusher never
+// waits for an add that waits for it.
+func TestBatchTimeoutUnderBackPressure(t *testing.T) {
+	projects := apitest.Generate(20, 40, 7)
+	srv := apitest.NewServer(apitest.WithProjects(projects...))
+	t.Cleanup(srv.Close)
+	api, err := apiclient.New(apiclient.Config{BaseURL: srv.URL, ClientID: apitest.DefaultClientID, ClientSecret: apitest.DefaultClientSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &slowSink{delay: 5 * time.Millisecond}
+	// Batches of 100 rows stage 64 of a name, so that every list of 40
+	// messages (80 rows) streams through the shared batch in pieces.
+	s := sync.New(sync.Config{Source: api, Sink: out, Concurrency: 4, BatchRows: 100, BatchTimeout: time.Millisecond, SpillDir: t.TempDir()})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Run(context.Background(), sync.Pass{Names: namesOfProjects(projects), Trigger: sync.TriggerBackfill})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the pass did not end within a minute: the flusher and a full batch wait for each other")
+	}
+	var snapshots int
+	for _, b := range out.batches {
+		snapshots += len(b.Snapshots)
+	}
+	if snapshots != 20*40 {
+		t.Errorf("%d snapshot rows written, want %d", snapshots, 20*40)
 	}
 }

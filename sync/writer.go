@@ -321,13 +321,16 @@ func (w *writer) take() fullBatch {
 // takeDue returns the current batch when its first rows have waited the
 // timeout and no name's rows are joining it.
 func (w *writer) takeDue() (fullBatch, bool) {
-	// A commit holds committing while it may wait for this flusher to
-	// take a full batch: waiting for it here would wait for ourselves.
+	// A commit holds committing, and an add holds mu, while it may wait
+	// for this flusher to take a full batch: waiting for either here
+	// would wait for ourselves. The next tick tries again.
 	if !w.committing.TryLock() {
 		return fullBatch{}, false
 	}
 	defer w.committing.Unlock()
-	w.mu.Lock()
+	if !w.mu.TryLock() {
+		return fullBatch{}, false
+	}
 	defer w.mu.Unlock()
 	if w.batch.Len() == 0 || time.Since(w.started) < w.timeout {
 		return fullBatch{}, false
