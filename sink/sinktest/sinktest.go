@@ -60,6 +60,12 @@ type Capability string
 // test.
 const SurvivesFailedLogin Capability = "survives-failed-login"
 
+// SurvivesKilledClient: the server ends a statement whose client died in
+// the middle of it (SIGKILL, a lost node) and goes on serving. The same
+// build aborts the whole process instead, so a test that kills readsync
+// at random instants runs on servers that survive it.
+const SurvivesKilledClient Capability = "survives-killed-client"
+
 // Require skips t when the test server lacks c, as EnvLacks says. It is
 // the one place a test is skipped for what a server cannot do.
 func Require(t testing.TB, c Capability) {
