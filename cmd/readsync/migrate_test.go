@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 // migrationsFor returns the latest migration that the fixture's server can
@@ -99,5 +101,74 @@ func TestUnknownCluster(t *testing.T) {
 	var dbs uint64
 	if err := f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", f.db.Name).Scan(&dbs); err != nil || dbs != 0 {
 		t.Errorf("the database was created for an unknown cluster (%v)", err)
+	}
+}
+
+// Three processes starting together on a database of an earlier release
+// with history migrate it once: one takes the migration lock and folds
+// each partition of the history, the others wait and find the schema
+// current; every view then equals its brute force.
+func TestProcessesStartingTogetherMigrateOnce(t *testing.T) {
+	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
+	ctx := sinktest.PreviousRelease(context.Background(), t, f.db.Conn)
+	// Release 5013242's schema, from its statements, and three months of
+	// its history: three partitions to fold.
+	src, err := os.ReadFile("../../sink/testdata/release-5013242/schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body []string
+	for _, line := range strings.Split(string(src), "\n") {
+		if !strings.HasPrefix(line, "--") {
+			body = append(body, line)
+		}
+	}
+	stmts := strings.Split(strings.Join(body, "\n"), "\n;\n")
+	stmts = append(stmts,
+		"INSERT INTO `{db}`.projects (id, nft, name, version) SELECT number + 1, concat('p', toString(number + 1), '.eth'), 'P', 1 FROM numbers(5)",
+		"INSERT INTO `{db}`.messages (project_id, id, subject, version) SELECT intDiv(number, 20) + 1, number % 20 + 1, 's', 1 FROM numbers(100)",
+		// 36 snapshots of 100 messages, 2.5 days apart from 2026-01-02:
+		// each snapshot one version, read counts growing.
+		`INSERT INTO `+"`{db}`"+`.message_read_snapshots (project_id, message_id, snapshot_at, read_count, total, percent, version)
+SELECT intDiv(number % 100, 20) + 1, number % 20 + 1, toDateTime('2026-01-02 00:00:00', 'UTC') + intDiv(number, 100) * 216000,
+    intDiv(number, 100) + number % 7, 50, 0, intDiv(number, 100) + 1
+FROM numbers(3600)`)
+	for _, stmt := range stmts {
+		if stmt = strings.TrimSpace(strings.ReplaceAll(stmt, "{db}", f.db.Name)); stmt != "" {
+			if err := f.db.Conn.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%v\n%s", err, stmt)
+			}
+		}
+	}
+
+	var procs []*process
+	for range 3 {
+		procs = append(procs, f.startReadsync(t, "--migrate"))
+	}
+	var logs strings.Builder
+	for i, p := range procs {
+		<-p.done
+		if p.code != exitOK {
+			t.Errorf("process %d: exit %d\n%s", i, p.code, p.log.String())
+		}
+		logs.WriteString(p.log.String())
+	}
+	for what, want := range map[string]int{
+		`"msg":"folded snapshot partition"`:               3,
+		`"msg":"computed reads gained"`:                   1,
+		`"msg":"migration applied","migration":7`:         1,
+		`"msg":"waiting for another process's migration"`: 2,
+	} {
+		if got := strings.Count(logs.String(), what); got != want {
+			t.Errorf("%d log lines %s in the three processes, want %d:\n%s", got, what, want, logs.String())
+		}
+	}
+	var folds uint64
+	f.query(t, "SELECT count() FROM {db}.project_read_snapshot_rollup_folds WHERE partition != ''", &folds)
+	if folds != 3 {
+		t.Errorf("%d partitions recorded folded into the summing rollup, want each of the 3 once", folds)
+	}
+	if code, stdout, stderr := f.run(t, "--verify"); code != exitOK {
+		t.Errorf("--verify after the migration: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

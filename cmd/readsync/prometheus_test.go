@@ -179,11 +179,11 @@ func (p *process) stop(t *testing.T) int {
 	return p.code
 }
 
-// startReadsync runs readsync as a process of its own with the fixture's
-// environment and nothing else.
-func (f *fixture) startReadsync(t *testing.T) *process {
+// startReadsync runs readsync with args as a process of its own with the
+// fixture's environment and nothing else.
+func (f *fixture) startReadsync(t *testing.T, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = []string{runsReadsync + "=1"}
 	for _, k := range slices.Sorted(maps.Keys(f.env)) {
 		cmd.Env = append(cmd.Env, k+"="+f.env[k])
