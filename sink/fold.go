@@ -89,18 +89,9 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 			"duration_ms", time.Since(start).Milliseconds())
 	}
 	// The day rollup last, from the daily rollup, which now holds every
-	// row; a month at a time bounds the GROUP BY's memory by a month's
-	// messages × days.
-	months, err := m.partitions(ctx, dailyRollup)
-	if err != nil {
+	// row.
+	if err := foldDays(ctx, m); err != nil {
 		return err
-	}
-	for i, month := range months {
-		start := time.Now()
-		if err := m.exec(ctx, dayRefresh(d, "WHERE toYYYYMM(day) = "+month)); err != nil {
-			return fmt.Errorf("fold month %s into %s: %w", month, dayRollup, err)
-		}
-		m.log.Info("folded project days", "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
 	}
 	// A view another process replaced already is replaced again, with
 	// the same definition.
@@ -141,4 +132,25 @@ func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
 		return 0, fmt.Errorf("record the fold's cutoff: %w", err)
 	}
 	return cutoff, nil
+}
+
+// foldDays computes every project day of the day rollup from the daily
+// rollup, a month at a time, which bounds the GROUP BY's memory by a
+// month's messages × days.
+func foldDays(ctx context.Context, m *migrator) error {
+	months, err := m.partitions(ctx, dailyRollup)
+	if err != nil {
+		return err
+	}
+	for i, month := range months {
+		if err := m.held(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := m.exec(ctx, dayRefresh(m.ddl, "WHERE toYYYYMM(day) = "+month)); err != nil {
+			return fmt.Errorf("fold month %s into %s: %w", month, dayRollup, err)
+		}
+		m.log.Info("folded project days", "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
+	}
+	return nil
 }

@@ -61,8 +61,11 @@ func migrateGains(ctx context.Context, m *migrator) error {
 //   - creates the change logs and the record of reconciles (changes.go,
 //     reconcile.go), before the fold, so that what other processes write
 //     meanwhile is reconciled after;
-//   - computes the gains of the whole history again, in this release's
-//     form, and replaces project_read_snapshots.
+//   - computes the day rollup and the gains of the whole history again,
+//     the gains in this release's form, and replaces
+//     project_read_snapshots. Earlier releases left a day or a snapshot
+//     stale for good when they died between a write and its refresh: the
+//     upgrade mends those too.
 //
 // Each part is safe to run again: columns and tables are added when
 // missing, the schedules kept are those of rows of release 0.3.0's form
@@ -90,6 +93,9 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 		}
 	}
 	if err := fillLegacySchedules(ctx, m); err != nil {
+		return err
+	}
+	if err := foldDays(ctx, m); err != nil {
 		return err
 	}
 	if err := m.ch.foldGains(ctx, m.log, m.held); err != nil {

@@ -327,3 +327,90 @@ func TestGainsOfABatchAroundAnExistingSnapshot(t *testing.T) {
 	h.write(&b)
 	assertGainsEqualBruteForce(t, db, historySchedule, 1)
 }
+
+// TestUpgradeFrom0_3 upgrades a database at release 0.3.0's schema
+// (migrations 1 to 6, without what 7 adds) holding that release's history
+// and the gains it computed, by three migrators at once. The history's
+// gains are computed again with the schedules 0.3.0 counted its missed
+// ticks by, so an interval that spanned a missed tick still says so, and
+// every view equals its brute force.
+func TestUpgradeFrom0_3(t *testing.T) {
+	db := sinktest.New(t)
+	dsn, err := sink.ParseDSN(db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	open := func() *sink.ClickHouse {
+		ch, err := sink.OpenClickHouse(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ch.Close() })
+		return ch
+	}
+	if err := sink.MigrateFirst(ctx, open(), 6); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		"ALTER TABLE %[1]s DROP COLUMN schedule",
+		"ALTER TABLE %[2]s DROP COLUMN gain_snap_messages", "ALTER TABLE %[2]s DROP COLUMN gain_snap_reads", "ALTER TABLE %[2]s DROP COLUMN gain_snap_total",
+	} {
+		table := db.Table("message_read_snapshots")
+		if strings.Contains(q, "gain_snap") {
+			table = db.Table("project_read_gain_rollup")
+		}
+		if err := db.Conn.Exec(ctx, strings.NewReplacer("%[1]s", table, "%[2]s", table).Replace(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Its history: passes every 8 hours, the tick at 16:00 of the second
+	// day missed, and for each snapshot a gains row as 0.3.0 wrote it,
+	// with the schedule and a key of its form (first digit 0).
+	old := newHistory(t, nil)
+	day := time.Date(2026, 3, 30, 0, 0, 0, 0, time.UTC)
+	for i := range 7 {
+		at := day.Add(time.Duration(8*i) * time.Hour)
+		status := "ok"
+		if i == 5 {
+			status = "missed"
+		}
+		run := fmt.Sprintf("INSERT INTO %s (run_id, schedule, trigger, snapshot_at, started_at, finished_at, status) SELECT 'r%d', '%s', 'cron', toDateTime(%d), toDateTime(%d), toDateTime(%d), '%s'",
+			db.Table("sync_runs"), i, historySchedule, at.Unix(), at.Unix(), at.Unix(), status)
+		if err := db.Conn.Exec(ctx, run); err != nil {
+			t.Fatal(err)
+		}
+		if status == "missed" {
+			continue
+		}
+		for p := int64(1); p <= historyProjects; p++ {
+			insertDirect(t, db, old.fetch(p, at, old.nextVersion()))
+			gain := fmt.Sprintf("INSERT INTO %s (project_id, snapshot_at, gain_key, gain_schedule) SELECT %d, toDateTime(%d), '0%d', '%s'",
+				db.Table("project_read_gain_rollup"), p, at.Unix(), i, historySchedule)
+			if err := db.Conn.Exec(ctx, gain); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		ch := open()
+		go func() { errs <- ch.Migrate(ctx) }()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	ch := open()
+	assertVerified(t, ch, time.Time{})
+	assertGainsEqualBruteForce(t, db, historySchedule, 2)
+	if got := sinktest.Lines(t, db.Conn, "SELECT toString(sum(missed_ticks)) FROM "+db.Table("project_read_gains")); len(got) != 1 || got[0] != fmt.Sprint(historyProjects) {
+		t.Errorf("missed ticks of 0.3.0's history after the upgrade: %v, want the one missed tick in every project's interval", got)
+	}
+	// The next pass goes on from there.
+	h := newHistory(t, ch)
+	h.version, h.reads = old.version, old.reads
+	h.pass(day.Add(56 * time.Hour))
+	assertVerified(t, ch, time.Time{})
+}
