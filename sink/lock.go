@@ -242,8 +242,11 @@ func (l *migrationLock) drop(ctx context.Context) {
 // tableExists reports whether err says the table exists already.
 func tableExists(err error) bool { return exceptionCode(err, tableAlreadyExists) }
 
-// unknownTable reports whether err says the table does not exist.
-func unknownTable(err error) bool { return exceptionCode(err, unknownTableCode) }
+// unknownTable reports whether err says the table does not exist, or is
+// being dropped as the statement reads it.
+func unknownTable(err error) bool {
+	return exceptionCode(err, unknownTableCode) || exceptionCode(err, tableIsDropped)
+}
 
 // exceptionCode reports whether err is the server's exception code, or
 // an ON CLUSTER statement's report of a host's (see alreadyDone).

@@ -173,6 +173,7 @@ const (
 	tableAlreadyExists    = 57
 	unknownTableCode      = 60
 	databaseAlreadyExists = 82
+	tableIsDropped        = 218
 	replicaAlreadyExists  = 253
 )
 
