@@ -82,8 +82,8 @@ func (b *tolerantBatch) Send() error {
 
 // exercise sends every kind of statement readsync sends through ch: the
 // migrations, a write of every table with its refreshes, a run record, a
-// read of each view, a verification and, with reconcile, a reconcile.
-func exercise(t *testing.T, ch *ClickHouse, reconcile bool) {
+// read of each view and, with checks, a reconcile and a verification.
+func exercise(t *testing.T, ch *ClickHouse, checks bool) {
 	t.Helper()
 	ctx := context.Background()
 	if err := ch.Migrate(ctx); err != nil {
@@ -104,10 +104,11 @@ func exercise(t *testing.T, ch *ClickHouse, reconcile bool) {
 	if err := ch.CheckViews(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if reconcile {
-		if _, err := ch.Reconcile(ctx); err != nil {
-			t.Fatal(err)
-		}
+	if !checks {
+		return
+	}
+	if _, err := ch.Reconcile(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := ch.Verify(ctx, time.Time{}); err != nil {
 		t.Fatal(err)
@@ -206,8 +207,9 @@ func TestClusterStatementsOnOneServer(t *testing.T) {
 	}
 	ch.conn = rec
 	// Its replicated tables never catch up here, so every replica is
-	// stale to a reconcile, which reads none of those (readFreshReplicas):
-	// reconciles run on 18.16's real cluster.
+	// stale to a reconcile, which reads none of those (readFreshReplicas),
+	// and schema_migrations records nothing, so Verify sees the schema
+	// pending and refuses: both run on 18.16's real cluster.
 	exercise(t, ch, false)
 	var created, replicated uint64
 	if err := db.Conn.QueryRow(context.Background(), "SELECT count(), countIf(engine LIKE 'Replicated%') FROM system.tables WHERE database = ?", db.Name).Scan(&created, &replicated); err != nil {
