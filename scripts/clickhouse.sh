@@ -25,7 +25,7 @@
 # @chdb/lib-linux-x64-gnu, the engine as a shared library): `ensure` fetches the
 # package with npm into .tmp when it is missing, builds the small launcher in
 # scripts/chserve with cc, and starts it. Its native port serves clickhouse-go and
-# clickhouse-client like any server; see the README for what this build cannot do.
+# clickhouse-client like any server; docs/clickhouse.md says what this build cannot do.
 # For it `ensure` also configures the cluster readsync_ddl_check (this one server,
 # with scripts/cluster.sh's ZooKeeper), on which tests execute the cluster-mode DDL.
 #

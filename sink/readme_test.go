@@ -3,21 +3,30 @@ package sink_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// readmeQueries returns the statements of the README's sql blocks; a
-// blank line separates two statements.
+// readmeQueries returns the statements of the sql blocks of the README
+// and the docs; a blank line separates two statements.
 func readmeQueries(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile("../README.md")
+	files, err := filepath.Glob("../docs/*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var text strings.Builder
+	for _, f := range append(files, "../README.md") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(b)
+	}
 	var out []string
-	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(string(b), -1) {
+	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(text.String(), -1) {
 		for _, q := range strings.Split(m[1], "\n\n") {
 			if q = strings.TrimSpace(q); q != "" {
 				out = append(out, q)
@@ -27,9 +36,9 @@ func readmeQueries(t *testing.T) []string {
 	return out
 }
 
-// Every query the README shows runs, as written, on a database readsync
-// set up, with the server's default settings: run on both tested releases
-// by `make test`.
+// Every query the README and the docs show runs, as written, on a
+// database readsync set up, with the server's default settings: run on both
+// tested releases by `make test`.
 func TestREADMEQueriesRun(t *testing.T) {
 	ch, db := openTestSink(t)
 	writeViewFixture(t, ch)

@@ -380,31 +380,29 @@ func TestPlainHTTPToTheNetworkIsWarnedAbout(t *testing.T) {
 	}
 }
 
-// The README's table of variables is the user's contract: it lists the
-// variables the env struct declares, with the same defaults.
-func TestREADMEListsEveryVariable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+// The configuration reference's table of variables is the user's
+// contract: it lists the variables the env struct declares, with the same
+// defaults.
+func TestReferenceListsEveryVariable(t *testing.T) {
+	b := readDoc(t, configurationDoc)
 	row := regexp.MustCompile("(?m)^\\| `((?:READSYNC|KUBERNETES)_[A-Z0-9_]+)` \\|.*\\| ([^|]+) \\|$")
 	documented := map[string]string{}
-	for _, m := range row.FindAllStringSubmatch(string(b), -1) {
+	for _, m := range row.FindAllStringSubmatch(b, -1) {
 		documented[m[1]] = strings.TrimSpace(m[2])
 	}
 	for _, v := range variables() {
 		def, ok := documented[v.Name]
 		switch {
 		case !ok:
-			t.Errorf("README's configuration table lacks %s", v.Name)
+			t.Errorf("%s: the table of variables lacks %s", configurationDoc, v.Name)
 		case v.Required && def != "required":
-			t.Errorf("README: %s default %q, want required", v.Name, def)
+			t.Errorf("%s: %s default %q, want required", configurationDoc, v.Name, def)
 		case v.Default != "" && def != "`"+v.Default+"`":
-			t.Errorf("README: %s default %q, want `%s`", v.Name, def, v.Default)
+			t.Errorf("%s: %s default %q, want `%s`", configurationDoc, v.Name, def, v.Default)
 		}
 		delete(documented, v.Name)
 	}
 	for name := range documented {
-		t.Errorf("README documents %s, which readsync does not read", name)
+		t.Errorf("%s documents %s, which readsync does not read", configurationDoc, name)
 	}
 }

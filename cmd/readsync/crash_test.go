@@ -58,7 +58,7 @@ func TestCrashCampaign(t *testing.T) {
 	f.env["READSYNC_LOG_LEVEL"] = "info"
 	f.env["READSYNC_LOG_FORMAT"] = "json"
 
-	// The schema first, as the README says to on an upgrade: a kill in
+	// The schema first, as docs/operations.md says to on an upgrade: a kill in
 	// the middle of a migration leaves its lock to a lease of minutes.
 	if code, _, stderr := f.run(t, "--migrate"); code != exitOK {
 		t.Fatalf("--migrate: exit %d\n%s", code, stderr)

@@ -117,6 +117,18 @@ Flags:
 // parseFlags parses args. Errors are usage errors: the process exits 2.
 func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	var f flags
+	fs := newFlagSet(&f, stderr)
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return f, f.validate()
+}
+
+// newFlagSet defines readsync's flags into f; its usage goes to stderr.
+func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("readsync", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -137,13 +149,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.Var(&f.since, "since", "with --verify: compare the snapshots and days from this UTC day on (RFC 3339 time, date, or a duration before now such as 48h; default: the whole history)")
 	fs.BoolVar(&f.repair, "repair", false, "with --verify: rebuild the derived rows of the projects that differ, then verify again")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
-		return f, err
-	}
-	if fs.NArg() > 0 {
-		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return f, f.validate()
+	return fs
 }
 
 func (f flags) validate() error {

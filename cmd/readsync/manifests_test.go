@@ -46,7 +46,7 @@ const (
 	k8sBase     = "../../deployments/k8s"
 	k8sBackfill = "../../deployments/k8s-backfill"
 	helmChart   = "../../deployments/helm/readsync"
-	// k8sReplicas is the README's overlay that scales the base.
+	// k8sReplicas is the documented overlay that scales the base.
 	k8sReplicas = "testdata/k8s-replicas"
 	// The tools `go run` builds when none is on PATH; later versions need
 	// a newer Go than go.mod's.
@@ -156,7 +156,7 @@ func TestManifestDaemon(t *testing.T) {
 }
 
 // Scaling is the StatefulSet's replicas and nothing else: with the
-// documented command on a copy of the base, or in the README's overlay,
+// documented command on a copy of the base, or in the documented overlay,
 // the pods are the same and read the count themselves; under an overlay's
 // namePrefix, the Role still grants the renamed StatefulSet.
 func TestManifestReplicas(t *testing.T) {
@@ -164,12 +164,9 @@ func TestManifestReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, entries, _ := bytes.Cut(overlay, []byte("\nreplicas:\n")); !bytes.Contains(readme, append([]byte("\nreplicas:\n"), entries...)) {
-		t.Errorf("README.md does not show the replicas of %s, which this test checks", k8sReplicas)
+	doc := []byte(readDoc(t, kubernetesDoc))
+	if _, entries, _ := bytes.Cut(overlay, []byte("\nreplicas:\n")); !bytes.Contains(doc, append([]byte("\nreplicas:\n"), entries...)) {
+		t.Errorf("%s does not show the replicas of %s, which this test checks", kubernetesDoc, k8sReplicas)
 	}
 	for _, tt := range []struct {
 		dir      string
@@ -871,7 +868,7 @@ func jsonOf(v any) string {
 }
 
 // scaledBase is a copy of the base scaled to n replicas with the command
-// the README gives, and a copy of the backfill overlay beside it.
+// docs/kubernetes.md gives, and a copy of the backfill overlay beside it.
 func scaledBase(t *testing.T, n int) string {
 	t.Helper()
 	root := t.TempDir()

@@ -18,6 +18,10 @@ import (
 // configuration, operations, outcomes, tables), never nft names.
 type metrics struct {
 	reg *prometheus.Registry
+	// all holds every collector registered in reg, so that the reference
+	// of metrics can be held to what is registered (a vector's series
+	// appear in reg only once they have a value).
+	all []prometheus.Collector
 
 	passes       *prometheus.CounterVec
 	passDuration *prometheus.HistogramVec
@@ -138,7 +142,7 @@ func newMetrics() *metrics {
 		Name: "readsync_shard_count",
 		Help: "Deprecated: replaced by readsync_shards, which has the same value; to be removed after a deprecation period (README, Monitoring).",
 	}, func() float64 { return float64(m.shards.Load()) })
-	m.reg.MustRegister(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
+	m.register(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
 		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, shards, shardsDeprecated, m.shardReadFailures, build, deliveredAt,
 		m.reconciles, m.reconcileRewritten,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -146,7 +150,7 @@ func newMetrics() *metrics {
 		m.reconciles.WithLabelValues(outcome)
 	}
 	for _, state := range []string{deliveryOK, deliveryRefused, deliveryUnavailable} {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "readsync_delivery_state",
 			Help:        "1 for how the last write to ClickHouse (an INSERT or a migration) ended: ok, refused (the server answered and will not take it) or unavailable (no answer); all 0 before the first.",
 			ConstLabels: prometheus.Labels{"state": state},
@@ -158,6 +162,12 @@ func newMetrics() *metrics {
 		}))
 	}
 	return m
+}
+
+// register registers collectors in the process's registry.
+func (m *metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.all = append(m.all, cs...)
 }
 
 // observeRequest is the API client's hook.
@@ -215,7 +225,7 @@ func (m *metrics) armSchedule(schedule string) {
 
 // observeSpool exports the spool's size and refusals, read when scraped.
 func (m *metrics) observeSpool(sp *spool.Spool) {
-	m.reg.MustRegister(
+	m.register(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "readsync_spool_bytes",
 			Help: "Bytes of entries waiting in the spool.",
