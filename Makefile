@@ -26,7 +26,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test lint unit fuzz demo bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop lint unit fuzz demo run bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -34,8 +34,28 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/readsync ./cmd/readsync
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
-## test: formatting, vet, unit and integration tests against a real ClickHouse, brief fuzzing.
-test: lint unit fuzz
+## test: formatting, vet, unit and integration tests against a real ClickHouse, brief fuzzing;
+## then stops the servers it started, whether the tests passed or not.
+# A server that ran before (`make clickhouse`, `make cluster`, a run of
+# `make test` interrupted) is left running: it may be someone's.
+test:
+	@ran=""; \
+	READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh status >/dev/null 2>&1 && ran="$$ran old"; \
+	scripts/clickhouse.sh status >/dev/null 2>&1 && ran="$$ran current"; \
+	scripts/cluster.sh status >/dev/null 2>&1 && ran="$$ran cluster"; \
+	status=0; $(MAKE) --no-print-directory checks || status=$$?; \
+	case " $$ran " in *" old "*) ;; *) READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh stop ;; esac; \
+	case " $$ran " in *" current "*) ;; *) scripts/clickhouse.sh stop ;; esac; \
+	case " $$ran " in *" cluster "*) ;; *) scripts/cluster.sh stop ;; esac; \
+	exit $$status
+
+checks: lint unit fuzz
+
+## stop: stop every server the project's scripts started (both ClickHouse releases, the cluster).
+stop:
+	@READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh stop
+	@scripts/clickhouse.sh stop
+	@scripts/cluster.sh stop
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -56,12 +76,13 @@ lint:
 # The manifest tests render deployments/ with kustomize and helm and score
 # the chart with kube-score (from PATH, or the pinned versions through
 # `go run`). The alert tests run Debian's promtool and prometheus (package
-# prometheus) from PATH.
+# prometheus) from PATH, which scripts/prometheus.sh installs when missing.
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
 unit:
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
 	current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
+	scripts/prometheus.sh ensure || { echo "make test: no Prometheus; see the message above" >&2; exit 1; }; \
 	old_lacks=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh lacks); current_lacks=$$(scripts/clickhouse.sh lacks); \
 	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1; \
 	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
@@ -83,9 +104,13 @@ fuzz:
 		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 
-## demo: fake upstream + local ClickHouse + three backfills + a read-trend table.
+## demo: fake upstream + local ClickHouse + three backfills + a read-trend table + --verify.
 demo: build
 	@scripts/demo.sh
+
+## run: the daemon against the fake upstream and a local ClickHouse, a pass a minute, until Ctrl-C.
+run: build
+	@scripts/demo.sh daemon
 
 ## bench: one backfill per workload against the fake upstream and local ClickHouse; prints one table.
 # Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.

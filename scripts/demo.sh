@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: run readsync end to end on this machine. Starts the project's fake
 # upstream with sample projects whose read counts grow on every fetch, makes a
-# local ClickHouse reachable, runs three backfills an hour apart, and prints the
-# read trend from ClickHouse.
+# local ClickHouse reachable, runs three backfills an hour apart, prints the
+# read trend from ClickHouse, and verifies every view. make run (the argument
+# daemon) runs the daemon against the same instead, a pass a minute.
 #
 # Its output goes to terminals and to logs alike: escape codes (bold headings,
 # colours, the progress bar) appear only on a terminal.
@@ -17,11 +18,14 @@ say() {
 	fi
 }
 
-main() {
+# setup makes a local ClickHouse reachable with an empty database $DB, starts
+# the fake upstream with sample projects whose read counts grow on every
+# fetch, writes a schedules file holding every sample name on the cron $1, and
+# exports the environment that points readsync at both.
+setup() {
+	local cron="$1"
 	REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 	cd "$REPO"
-	WORK="$REPO/.tmp/demo"
-	DB="readsync_demo"
 	rm -rf "$WORK"
 	mkdir -p "$WORK"
 
@@ -44,7 +48,7 @@ main() {
 	{
 		echo "schedules:"
 		echo "  - name: demo"
-		echo '    cron: "@hourly"'
+		echo "    cron: \"$cron\""
 		echo "    nft_names:"
 		bin/fakeupstream -sample -print-nft-names | while IFS= read -r name; do
 			printf '      - "%s"\n' "$(printf '%s' "$name" | sed 's/\\/\\\\/g; s/"/\\"/g')"
@@ -58,6 +62,13 @@ main() {
 	export READSYNC_SCHEDULES_FILE="$WORK/schedules.yaml"
 	export READSYNC_SPOOL_DIR="$WORK/spool"
 	export READSYNC_LOG_FORMAT="${READSYNC_LOG_FORMAT:-text}"
+}
+
+# main: three backfills an hour apart, then the trend they make.
+main() {
+	WORK="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tmp/demo"
+	DB="readsync_demo"
+	setup "@hourly"
 
 	say "readsync --check"
 	bin/readsync --check
@@ -91,11 +102,38 @@ main() {
 	FROM $DB.sync_runs ORDER BY started_at, snapshot_at
 	FORMAT PrettyCompactMonoBlock"
 
+	say "readsync --verify: every view against its brute force"
+	bin/readsync --verify
+
 	echo >&2
 	echo "Done. The rows stay in database $DB; explore with: scripts/clickhouse.sh query 'SELECT * FROM $DB.message_read_latest LIMIT 10'" >&2
 }
 
-# Sourced (by the tests), the script only defines its functions.
+# daemon: readsync as a daemon against the fake upstream, a pass every
+# minute, until Ctrl-C; its health and metrics on 127.0.0.1:9090.
+daemon() {
+	WORK="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.tmp/run"
+	DB="readsync_local"
+	setup "@every 1m"
+	export READSYNC_HTTP_ADDR="${READSYNC_HTTP_ADDR:-127.0.0.1:9090}"
+	say "readsync (the daemon; Ctrl-C stops it)"
+	cat >&2 <<-EOF
+		Watch a view fill up, a snapshot a minute, from another terminal:
+		  scripts/clickhouse.sh query 'SELECT nft, snapshot_at, reads, total, round(100 * read_rate, 2) AS pct FROM $DB.project_read_snapshots ORDER BY snapshot_at DESC, nft LIMIT 10 FORMAT PrettyCompactMonoBlock'
+		Its metrics: curl -s http://$READSYNC_HTTP_ADDR/metrics | grep ^readsync_passes_total
+	EOF
+	bin/readsync
+}
+
+# Sourced (by the tests), the script only defines its functions. Run, it
+# runs the demo, or with the argument daemon the daemon.
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
-	main "$@"
+	case "${1:-}" in
+	daemon) daemon ;;
+	"") main ;;
+	*)
+		echo "usage: $0 [daemon]" >&2
+		exit 2
+		;;
+	esac
 fi

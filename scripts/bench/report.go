@@ -82,8 +82,8 @@ func printReport(w io.Writer, o options, e environment, rs []result) {
 	fmt.Fprintf(w, "cpu s, peak RSS: the readsync process alone (user+sys and maxrss from its rusage); cpu target: %.1f s per %d messages.\n",
 		targetCPUSeconds, targetCPUMessages)
 	fmt.Fprintln(w, "rows/s: rows of projects, messages and message_read_snapshots per wall second.")
-	fmt.Fprintf(w, "INSERTs: growth of InsertQuery in system.events over the run; target: %d per %d rows (one per table per batch, and the refreshes of the days and gains it touched) + 1 (sync_runs).\n",
-		tablesPerBatch, o.batchRows)
+	fmt.Fprintf(w, "INSERTs: growth of InsertQuery in system.events over the run; target: %d per %d rows (one per table per batch, and the refreshes of the days and gains it touched) + %d (sync_runs) + %d (the reconcile after the pass).\n",
+		tablesPerBatch, o.batchRows, runRecordInserts, reconcileInserts)
 	var fakeCPU time.Duration
 	for _, r := range rs {
 		fakeCPU += r.fakeCPU

@@ -19,6 +19,10 @@ const (
 	// materialized views' own writes are part of the snapshots' INSERT.
 	tablesPerBatch   = 6
 	runRecordInserts = 1 // the sync_runs record
+	// The reconcile after the pass writes the day states of what the pass
+	// changed again (project_read_day_rollup, project_read_day_gain_rollup)
+	// and its own record; the gains rows are current, and not written.
+	reconcileInserts = 3
 )
 
 // workload is one row of the table: what the fake serves and what the run
@@ -92,5 +96,5 @@ func (o options) workloads() []workload {
 // READSYNC_BATCH_ROWS rows written, plus the run record.
 func (o options) insertTarget(w workload) uint64 {
 	batches := (w.rows() + uint64(o.batchRows) - 1) / uint64(o.batchRows)
-	return tablesPerBatch*batches + runRecordInserts
+	return tablesPerBatch*batches + runRecordInserts + reconcileInserts
 }
