@@ -1,6 +1,7 @@
-// Package sink is where synced rows go: ClickHouse tables, created and
-// migrated here and written in large batches, or JSON lines for a dry run.
-// It knows nothing of the upstream API.
+// Package sink is where synced rows go: the rows and the Writer they are
+// written to, JSON lines for a dry run, and Refused, which tells a server
+// that refuses a statement from one that is down. Package clickhouse writes
+// the rows to ClickHouse tables. It knows nothing of the upstream API.
 package sink
 
 import (

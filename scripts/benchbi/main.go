@@ -33,6 +33,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink"
+	chsink "github.com/readsync/readsync/sink/clickhouse"
 )
 
 type options struct {
@@ -161,11 +162,11 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // long its INSERTs took and how long the refreshes after them (the
 // project days and the reads gained), which read the history.
 func (b *bencher) timePass(ctx context.Context, w io.Writer) error {
-	dsn, err := sink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	dsn, err := chsink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
 	if err != nil {
 		return err
 	}
-	ch, err := sink.OpenClickHouse(ctx, dsn)
+	ch, err := chsink.OpenClickHouse(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -341,11 +342,11 @@ FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 A
 		}
 	}
 
-	dsn, err := sink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	dsn, err := chsink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
 	if err != nil {
 		return err
 	}
-	ch, err := sink.OpenClickHouse(ctx, dsn, sink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	ch, err := chsink.OpenClickHouse(ctx, dsn, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
 	if err != nil {
 		return err
 	}

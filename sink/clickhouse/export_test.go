@@ -1,0 +1,16 @@
+package clickhouse
+
+import "context"
+
+// InsertBlockRows exposes insertBlockRows to the tests of package clickhouse_test.
+const InsertBlockRows = insertBlockRows
+
+// PreviousSchema exposes previousSchema, release 5013242's statements, to
+// the tests of package clickhouse_test.
+var PreviousSchema = previousSchema
+
+// MigrateFirst applies the first n migrations only: the schema an earlier
+// release left, for the tests of package clickhouse_test that upgrade from it.
+func MigrateFirst(ctx context.Context, c *ClickHouse, n int) error {
+	return c.migrate(ctx, migrations()[:n])
+}

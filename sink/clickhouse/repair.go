@@ -1,0 +1,135 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Repair mends what Verify found: it writes again each view that differs
+// from its brute force, from its current definition (a view altered by
+// hand), and rebuilds from the stored history every derived row of each
+// project with a row that differs. A refresh cannot mend every kind of
+// difference, since a rollup keeps the highest key or the maximum it was
+// given: a row written there by hand may outrank every refresh. So the
+// project's rows are deleted from every rollup, then computed again:
+// those the materialized views keep from the snapshot rows, the day
+// rollup from those, the gains from the snapshot rows.
+//
+// It works a chunk of projects at a time; readers may see a chunk's rows
+// missing for the moment between the deletion and the rebuild.
+func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
+	if err := c.ensureSchema(ctx); err != nil {
+		return err
+	}
+	views := map[string]string{}
+	for _, v := range currentViews(c.ddl) {
+		views[v.name] = v.query
+	}
+	projects := map[int64]bool{}
+	for _, d := range rep.Views {
+		if !d.Differs() {
+			continue
+		}
+		for _, q := range c.ddl.replaceView(view{d.View, views[d.View]}) {
+			if err := c.conn.Exec(ctx, q); err != nil {
+				return c.redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
+			}
+		}
+		for _, p := range d.Projects {
+			projects[p] = true
+		}
+	}
+	all := slices.Sorted(maps.Keys(projects))
+	for len(all) > 0 {
+		n := min(len(all), repairChunk)
+		if err := c.rebuild(ctx, all[:n]); err != nil {
+			return c.redact(fmt.Errorf("repair: rebuild the derived rows of projects %d to %d: %w", all[0], all[n-1], err))
+		}
+		c.log.Info("rebuilt the derived rows of projects", "projects", n, "first", all[0], "last", all[n-1])
+		all = all[n:]
+	}
+	return nil
+}
+
+// repairChunk is how many projects one deletion names: a mutation cannot
+// take external data, so their ids are in its text, which this bounds.
+const repairChunk = 1000
+
+// currentViews are the views users query, as this release defines them.
+func currentViews(d ddl) []view {
+	v := rollupViews(d)
+	v[2] = view{snapshotView, snapshotsFromGains(d)}
+	return append(append(v, gainsViews(d)...), view{coverageView, scheduleCoverage(d)})
+}
+
+// derivedTables are the rollups Repair rebuilds, materialized views' first.
+func derivedTables() []string {
+	return []string{latestRollup, dailyRollup, snapshotRollup, firstRollup, dayRollup, gainsRollup, dayGainsRollup}
+}
+
+// rebuild deletes projects' rows from every rollup and computes them
+// again from the stored history.
+func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
+	ctx = c.syncInserts(ctx)
+	list := joinInts(projects)
+	for _, t := range derivedTables() {
+		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", c.ddl.local(t), c.ddl.onCluster(), list)
+		if err := c.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("delete from %s: %w", t, err)
+		}
+		if err := c.awaitMutations(ctx, t); err != nil {
+			return err
+		}
+	}
+	pt, err := projectsExt("rebuilt", projects)
+	if err != nil {
+		return err
+	}
+	where := "WHERE " + inExt("project_id", "rebuilt")
+	for _, r := range append(rollupTables(), firstRollupTable) {
+		from := c.ddl.table(snapshotsTable.name)
+		if r.name == snapshotRollup {
+			// It sums the rows of each write: each row once.
+			from += " FINAL"
+		}
+		if err := c.conn.Exec(withExternal(ctx, pt), fmt.Sprintf("INSERT INTO %s %s", c.ddl.table(r.name), r.selectFrom(from, where))); err != nil {
+			return fmt.Errorf("refill %s: %w", r.name, err)
+		}
+	}
+	pt, err = projectsExt("rebuilt", projects)
+	if err != nil {
+		return err
+	}
+	if err := c.conn.Exec(withExternal(ctx, pt), dayRefresh(c.ddl, where)); err != nil {
+		return fmt.Errorf("refill %s: %w", dayRollup, err)
+	}
+	return c.foldGainsOf(ctx, projects)
+}
+
+// awaitMutations waits until the server has applied every mutation of
+// the table, on every host of a cluster.
+func (c *ClickHouse) awaitMutations(ctx context.Context, table string) error {
+	mutations := "system.mutations"
+	if c.ddl.clustered() {
+		mutations = fmt.Sprintf("cluster(%s, system, mutations)", quoteString(c.ddl.topo.Cluster))
+	}
+	q := fmt.Sprintf("SELECT count() FROM %s WHERE database = %s AND table = %s AND is_done = 0",
+		mutations, quoteString(c.ddl.db), quoteString(c.ddl.localName(table)))
+	for {
+		var n uint64
+		if err := c.conn.QueryRow(ctx, q).Scan(&n); err != nil {
+			return fmt.Errorf("wait for the deletion from %s: %w", table, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the deletion from %s: %w", table, context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+)
+
+// migrations is the schema's history, oldest first: every database goes
+// through these steps in order, each once (see migration for the rules a
+// step follows). Append new steps; never change or remove one that has
+// shipped, since databases have recorded it.
+//
+// The DDL uses only what ClickHouse 18.16 and current releases share: no
+// DateTime64, Bool, LowCardinality, TTL or window functions, and the JOIN
+// form of views.go. The tests run every step on both, and check every
+// statement readsync sends for shapes one of them refuses
+// (TestNoStatementOnlyOneServerTakes).
+func migrations() []migration {
+	return []migration{
+		// The schema of the first release, as it created it; a database
+		// that release wrote is adopted by running this step, whose
+		// statements all find their objects there already.
+		{id: 1, name: "create tables and views", sql: func(d ddl) []string {
+			stmts := []string{d.createDatabase()}
+			for _, t := range []tableDef{projectsTable.def(), messagesTable.def(), snapshotsTable.def(), runsTable.def()} {
+				stmts = append(stmts, d.createTable(t)...)
+			}
+			return append(stmts, d.createView(latestView, messageReadLatestV1(d)), d.createView(dailyView, projectReadDailyV1(d)))
+		}},
+		// Rollups for the views, so that a dashboard query costs what it
+		// shows rather than the passes stored; see rollups.go.
+		{id: 2, name: "dashboard rollups", run: migrateRollups},
+		// Releases before this one wrote the views' JOINs without aliases,
+		// which current ClickHouse refuses (joined_subquery_requires_alias):
+		// a database they set up on 18.16 broke when its server was
+		// upgraded. Writing the views again in the form both accept mends
+		// such a database; on one created since, it changes nothing.
+		{id: 3, name: "views in the form current releases accept", sql: func(d ddl) []string {
+			var stmts []string
+			for _, v := range rollupViews(d) {
+				stmts = append(stmts, d.replaceView(v)...)
+			}
+			return stmts
+		}},
+		// Exactly once where the server can: every INSERT carries a token
+		// derived from its rows (dedup.go), and a table remembers the
+		// tokens of its last dedupWindow INSERTs, so that a spool entry
+		// replayed after its first attempt reached the server adds
+		// nothing. The rollups that materialized views fill need the
+		// window too: current servers check each view's block in its own
+		// target (deduplicate_blocks_in_dependent_materialized_views), by
+		// a token derived from the INSERT's. Replicated tables remember
+		// their INSERTs already; the others need the window, which 18.16
+		// lacks: there the step waits for the server's upgrade.
+		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: Server.DedupTokens, sql: func(d ddl) []string {
+			if d.clustered() {
+				return nil
+			}
+			var stmts []string
+			for _, t := range []string{projectsTable.name, messagesTable.name, snapshotsTable.name, runsTable.name, latestRollup, dailyRollup, snapshotRollup} {
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.table(t), settingDedupWindow, dedupWindow))
+			}
+			return stmts
+		}},
+		// Every tick accounted for: sync_runs also records the ticks
+		// that did not run (skipped, missed) and the shard of each, and
+		// schedule_coverage counts them per schedule and day.
+		{id: 5, name: "schedule coverage", run: func(ctx context.Context, m *migrator) error {
+			if err := m.addColumn(ctx, runsTable.name, "shard", "String", "error"); err != nil {
+				return err
+			}
+			return m.exec(ctx, m.ddl.createView(coverageView, scheduleCoverage(m.ddl)))
+		}},
+		// Reads gained per project and snapshot, and per day, computed
+		// as readsync writes (gains.go); the history written before is
+		// folded in by migration 7.
+		{id: 6, name: "reads gained", run: migrateGains},
+		// Derived rows that can be checked and mended: the schedule
+		// stored with the rows, the newest write in the gains rollup,
+		// the change logs that reconciles read (migrateDerived).
+		{id: 7, name: "derived history that repairs itself", run: migrateDerived},
+	}
+}
