@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
@@ -74,7 +75,7 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 		return code
 	}
 	if err := a.checkClickHouse(ctx); err != nil {
-		if errors.As(err, new(*clickhouse.HTTPPortError)) {
+		if errors.As(err, new(*chconn.HTTPPortError)) {
 			fmt.Fprintf(a.stdout, "clickhouse: FAILED: READSYNC_CLICKHOUSE_DSN: %v\n", err)
 			return exitConfig
 		}

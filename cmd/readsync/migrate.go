@@ -9,7 +9,7 @@ import (
 
 // openClickHouse connects to ClickHouse with the configured topology;
 // migrations log through the process logger. A DSN on ClickHouse's HTTP
-// port is refused first (a *clickhouse.HTTPPortError): the driver would only
+// port is refused first (a *chconn.HTTPPortError): the driver would only
 // time out on it.
 func (a *app) openClickHouse(ctx context.Context) (*clickhouse.ClickHouse, error) {
 	if err := a.cfg.DSN.CheckNativePort(ctx); err != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
 )
 
@@ -162,7 +163,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // long its INSERTs took and how long the refreshes after them (the
 // project days and the reads gained), which read the history.
 func (b *bencher) timePass(ctx context.Context, w io.Writer) error {
-	dsn, err := chsink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	dsn, err := chconn.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
 	if err != nil {
 		return err
 	}
@@ -342,7 +343,7 @@ FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 A
 		}
 	}
 
-	dsn, err := chsink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	dsn, err := chconn.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // The brute force of every view (see verify.go): what each view defines,
@@ -45,8 +46,8 @@ func (c *ClickHouse) bruteForce(ctx context.Context, from uint32) (map[string]vi
 	if err != nil {
 		return nil, err
 	}
-	counts, err := queryMap[int64, uint64](ctx, c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
-		c.ddl.table(snapshotsTable.name), dateTime(from)))
+	counts, err := chconn.QueryMap[int64, uint64](ctx, c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
+		c.ddl.Table(SnapshotsTable.name), chconn.DateTime(from)))
 	if err != nil {
 		return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
 	}
@@ -83,7 +84,7 @@ type bruteNamesOf struct {
 
 func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	n := bruteNamesOf{projects: map[int64][2]string{}, subjects: map[msgKey]string{}}
-	err := c.queryEach(ctx, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.ddl.table(projectsTable.name)+" GROUP BY id",
+	err := chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.ddl.Table(ProjectsTable.name)+" GROUP BY id",
 		func(rows driver.Rows) error {
 			var (
 				id        int64
@@ -98,7 +99,7 @@ func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	if err != nil {
 		return n, fmt.Errorf("read the projects' names: %w", err)
 	}
-	err = c.queryEach(ctx, "SELECT project_id, id, argMax(subject, version) FROM "+c.ddl.table(messagesTable.name)+" GROUP BY project_id, id",
+	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.ddl.Table(MessagesTable.name)+" GROUP BY project_id, id",
 		func(rows driver.Rows) error {
 			var (
 				k       msgKey
@@ -126,7 +127,7 @@ func (c *ClickHouse) bruteCoverage(ctx context.Context, from uint32, rows viewRo
 	}
 	type fate struct{ run, ok, skipped, missed bool }
 	fates := map[tick]*fate{}
-	err := c.queryEach(ctx, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.ddl.table(runsTable.name)+" WHERE trigger = 'cron'",
+	err := chconn.QueryEach(ctx, c.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.ddl.Table(RunsTable.name)+" WHERE trigger = 'cron'",
 		func(r driver.Rows) error {
 			var (
 				t      tick
@@ -162,7 +163,7 @@ func (c *ClickHouse) bruteCoverage(ctx context.Context, from uint32, rows viewRo
 		if t.at < from {
 			continue
 		}
-		d := day{t.schedule, dayOf(t.at)}
+		d := day{t.schedule, chconn.DayOf(t.at)}
 		n := counts[d]
 		if n == nil {
 			n = &[5]uint64{}
@@ -193,14 +194,14 @@ func (c *ClickHouse) bruteStep(ctx context.Context, projects []int64, from uint3
 	if err != nil {
 		return err
 	}
-	pt, err := projectsExt("verified", projects)
+	pt, err := chconn.ProjectsExt("verified", projects)
 	if err != nil {
 		return err
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
 FROM %s
 WHERE %s AND snapshot_at >= %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), inExt("project_id", "verified"), dateTime(from))
+ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
 	// Each message's newest row at each of its snapshots, in order.
 	var (
 		msg     []bruteRow
@@ -208,7 +209,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTab
 		started bool
 	)
 	acc := newBruteAcc()
-	err = c.queryEach(withExternal(ctx, pt), q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads, &r.total, &r.percent); err != nil {
 			return err
@@ -242,7 +243,7 @@ func (c *ClickHouse) brutePriors(ctx context.Context, projects []int64, from uin
 	if from == 0 {
 		return out, nil
 	}
-	pt, err := projectsExt("verified", projects)
+	pt, err := chconn.ProjectsExt("verified", projects)
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +254,8 @@ FROM
     FROM %s
     WHERE %s AND snapshot_at < %s
     GROUP BY project_id, message_id
-)`, c.ddl.table(snapshotsTable.name), inExt("project_id", "verified"), dateTime(from))
-	err = c.queryEach(withExternal(ctx, pt), q, func(rows driver.Rows) error {
+)`, c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
 			return err
@@ -277,15 +278,15 @@ func (c *ClickHouse) bruteSchedules(ctx context.Context, projects []int64, from 
 		"SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
 		"SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
 	} {
-		table := snapshotsTable.name
+		table := SnapshotsTable.name
 		if strings.Contains(q, "any(") {
 			table = legacySchedules
 		}
-		pt, err := projectsExt("verified", projects)
+		pt, err := chconn.ProjectsExt("verified", projects)
 		if err != nil {
 			return nil, err
 		}
-		err = c.queryEach(withExternal(ctx, pt), fmt.Sprintf(q, c.ddl.table(table), inExt("project_id", "verified"), dateTime(from)),
+		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf(q, c.ddl.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
 			func(rows driver.Rows) error {
 				var (
 					t gainTarget
@@ -311,7 +312,7 @@ func (c *ClickHouse) bruteSchedules(ctx context.Context, projects []int64, from 
 type bruteAcc struct {
 	latest map[msgKey]bruteRow
 	// days: per project and day, the last row of each message that day.
-	days map[projectDay][]bruteRow
+	days map[chconn.ProjectDay][]bruteRow
 	// writes: per project snapshot, each message's newest row there.
 	writes map[gainTarget][]bruteRow
 	gains  map[gainTarget]*bruteGain
@@ -324,7 +325,7 @@ type bruteGain struct {
 }
 
 func newBruteAcc() *bruteAcc {
-	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[projectDay][]bruteRow{}, writes: map[gainTarget][]bruteRow{},
+	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay][]bruteRow{}, writes: map[gainTarget][]bruteRow{},
 		gains: map[gainTarget]*bruteGain{}}
 }
 
@@ -335,7 +336,7 @@ func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow
 	lastOfDay := map[uint32]bruteRow{}
 	prev, hasPrev := priors[k]
 	for _, r := range rows {
-		lastOfDay[dayOf(r.at)] = r
+		lastOfDay[chconn.DayOf(r.at)] = r
 		t := gainTarget{k.project, r.at}
 		a.writes[t] = append(a.writes[t], r)
 		g := a.gains[t]
@@ -354,7 +355,7 @@ func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow
 		prev, hasPrev = r, true
 	}
 	for d, r := range lastOfDay {
-		pd := projectDay{k.project, d}
+		pd := chconn.ProjectDay{Project: k.project, Day: d}
 		a.days[pd] = append(a.days[pd], r)
 	}
 }
@@ -373,7 +374,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 			reads += r.reads
 			total += r.total
 		}
-		out[dailyView][fmt.Sprint(pd.project, "\t", dateText(pd.day))] = name(pd.project) + "\t" +
+		out[dailyView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" +
 			joinNumbers(uint64(len(rs)), reads, total) + "\t" + rateText(reads, total)
 	}
 	for t, rs := range a.writes {
@@ -391,7 +392,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 	type dayGain struct {
 		snapshots, newMessages, reads, missed uint64
 	}
-	days := map[projectDay]*dayGain{}
+	days := map[chconn.ProjectDay]*dayGain{}
 	for t, g := range a.gains {
 		var missed uint64
 		if s := schedules[t]; s != "" && g.prevAt > 0 {
@@ -403,7 +404,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		}
 		out[gainsView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + strconv.FormatUint(uint64(g.prevAt), 10) + "\t" +
 			joinNumbers(g.messages, g.newMessages) + "\t" + strconv.FormatInt(int64(g.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
-		pd := projectDay{t.project, dayOf(t.at)}
+		pd := chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}
 		d := days[pd]
 		if d == nil {
 			d = &dayGain{}
@@ -415,7 +416,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		d.missed += missed
 	}
 	for pd, d := range days {
-		out[dailyGainsView][fmt.Sprint(pd.project, "\t", dateText(pd.day))] = name(pd.project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
+		out[dailyGainsView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
 			strconv.FormatInt(int64(d.reads), 10) + "\t" + strconv.FormatUint(d.missed, 10)
 	}
 }

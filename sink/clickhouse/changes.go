@@ -55,10 +55,10 @@ func createChangeLogs(d ddl) []string {
 	for _, c := range []struct {
 		t      rollupTable
 		source string
-	}{{snapshotChangesTable, snapshotsTable.name}, {tickChangesTable, runsTable.name}} {
+	}{{snapshotChangesTable, SnapshotsTable.name}, {tickChangesTable, RunsTable.name}} {
 		stmts = append(stmts, d.createTable(c.t.tableDef)...)
 		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-			d.table(c.t.name+"_mv"), d.onCluster(), d.local(c.t.name), c.t.selectFrom(d.local(c.source), "")))
+			d.Table(c.t.name+"_mv"), d.OnCluster(), d.Local(c.t.name), c.t.selectFrom(d.Local(c.source), "")))
 	}
 	return stmts
 }

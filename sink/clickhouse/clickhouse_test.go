@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -16,7 +17,7 @@ import (
 func openTestSink(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB) {
 	t.Helper()
 	db := sinktest.New(t)
-	dsn, err := clickhouse.ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +123,7 @@ func TestClickHouseWriteSpansBlocks(t *testing.T) {
 	ch, db := openTestSink(t)
 	ctx := context.Background()
 	ts := sink.TimeOf(time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC))
-	const messages, snapshots = 2*clickhouse.InsertBlockRows + 1, 2 * clickhouse.InsertBlockRows
+	const messages, snapshots = 2*chconn.InsertBlockRows + 1, 2 * chconn.InsertBlockRows
 	b := &sink.Batch{}
 	for i := range messages {
 		b.Messages = append(b.Messages, sink.Message{ProjectID: 1, ID: int64(i), Subject: fmt.Sprintf("subject %d", i),
@@ -202,7 +203,7 @@ func TestParseDSN(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.dsn, func(t *testing.T) {
-			d, err := clickhouse.ParseDSN(tt.dsn)
+			d, err := chconn.ParseDSN(tt.dsn)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)

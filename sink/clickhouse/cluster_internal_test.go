@@ -10,12 +10,13 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
 func openCluster(t *testing.T, c *sinktest.Cluster, node int) *ClickHouse {
 	t.Helper()
-	return openTest(t, c.DSNs[node], WithTopology(Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
+	return openTest(t, c.DSNs[node], WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
 }
 
 func engines(t *testing.T, c *sinktest.Cluster, node int) map[string]string {
@@ -112,7 +113,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				if err := conn.QueryRow(ctx, "SELECT count() FROM "+c.Table("message_read_latest")).Scan(&n); err != nil || n != 24 {
 					t.Errorf("node %d: %d rows in message_read_latest (%v), want 24", node, n, err)
 				}
-				ids, err := queryColumn[int64](ctx, conn, "SELECT DISTINCT project_id FROM "+c.Table("message_read_snapshots_local")+" ORDER BY project_id")
+				ids, err := chconn.QueryColumn[int64](ctx, conn, "SELECT DISTINCT project_id FROM "+c.Table("message_read_snapshots_local")+" ORDER BY project_id")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -142,7 +143,7 @@ func TestClusterMigrateRace(t *testing.T) {
 	raceMigrations(t, func(i int) *ClickHouse { return openCluster(t, c, i%len(c.Conns)) })
 	for node, conn := range c.Conns {
 		c.SyncReplica(t, node, migrationsTable)
-		ids, err := queryColumn[uint32](context.Background(), conn, "SELECT DISTINCT id FROM "+c.Table(migrationsTable)+" ORDER BY id")
+		ids, err := chconn.QueryColumn[uint32](context.Background(), conn, "SELECT DISTINCT id FROM "+c.Table(migrationsTable)+" ORDER BY id")
 		if want := append(builtinIDs(t, c.DSNs[0]), 1000); err != nil || !slices.Equal(ids, want) {
 			t.Errorf("node %d: schema_migrations %v (%v), want %v", node, ids, err, want)
 		}
@@ -169,8 +170,8 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 			// History before the upgrade, folded by the migration, then
 			// writes through the materialized views and the day refresh.
 			old := ch.ddl
-			for _, q := range append([]string{old.createDatabase()}, append(old.createTable(projectsTable.def()),
-				append(old.createTable(messagesTable.def()), old.createTable(snapshotsTable.def())...)...)...) {
+			for _, q := range append([]string{old.createDatabase()}, append(old.createTable(ProjectsTable.def()),
+				append(old.createTable(MessagesTable.def()), old.createTable(SnapshotsTable.def())...)...)...) {
 				if err := execDDL(ctx, ch.conn, q); err != nil {
 					t.Fatal(err)
 				}
@@ -195,9 +196,9 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 				write(b)
 			}
 			direct := func(b *sink.Batch) {
-				sctx := ch.syncInserts(ctx)
-				for _, err := range []error{insert(sctx, ch, &projectsTable, b, b.Projects), insert(sctx, ch, &messagesTable, b, b.Messages),
-					insert(sctx, ch, &snapshotsTable, b, b.Snapshots)} {
+				sctx := ch.conn.SyncInserts(ctx)
+				for _, err := range []error{chconn.Insert(sctx, ch.conn, ProjectsTable, b, b.Projects), chconn.Insert(sctx, ch.conn, MessagesTable, b, b.Messages),
+					chconn.Insert(sctx, ch.conn, SnapshotsTable, b, b.Snapshots)} {
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -225,7 +226,7 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 			writes := fmt.Sprintf(`SELECT project_id, snapshot_at, count() AS messages, sum(read_count) AS reads, sum(total) AS total
 FROM %[1]s
 WHERE (project_id, snapshot_at, version) IN (SELECT project_id, snapshot_at, max(version) FROM %[2]s GROUP BY project_id, snapshot_at)
-GROUP BY project_id, snapshot_at`, ch.ddl.table("message_read_snapshots"), ch.ddl.local("message_read_snapshots"))
+GROUP BY project_id, snapshot_at`, ch.ddl.Table("message_read_snapshots"), ch.ddl.Local("message_read_snapshots"))
 			brute := map[string]string{
 				latestView:   messageReadLatestV1(ch.ddl),
 				dailyView:    projectReadDailyV1(ch.ddl),

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // The day rollup holds one row per project and UTC day once merged: the
@@ -28,7 +30,7 @@ var dayRollupTable = tableDef{name: dayRollup, columns: []columnDef{
 // dayRefresh returns the INSERT that computes the day rollup's rows from
 // the daily rollup for the (project, day) pairs that where selects.
 func dayRefresh(d ddl, where string) string {
-	return fmt.Sprintf(dayRefreshSQL, d.table(dayRollup), d.table(dailyRollup), where,
+	return fmt.Sprintf(dayRefreshSQL, d.Table(dayRollup), d.Table(dailyRollup), where,
 		rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal),
 		rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion))
 }
@@ -58,27 +60,27 @@ FROM
 GROUP BY project_id, day`
 
 // refreshDays recomputes the day rollup for days.
-func (c *ClickHouse) refreshDays(ctx context.Context, days map[projectDay]bool) error {
+func (c *ClickHouse) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
 	if len(days) == 0 {
 		return nil
 	}
 	projects := map[int64]bool{}
 	for pd := range days {
-		projects[pd.project] = true
+		projects[pd.Project] = true
 	}
-	pt, err := projectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	pt, err := chconn.ProjectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
 	if err != nil {
 		return err
 	}
-	dt, err := daysExt("days", days)
+	dt, err := chconn.DaysExt("days", days)
 	if err != nil {
 		return err
 	}
 	// The projects let the daily rollup's primary key narrow the read;
 	// the pairs make it exact.
-	where := "WHERE " + inExt("project_id", "day_projects") + " AND " + inExt("project_id, day", "days")
-	if err := c.conn.Exec(withExternal(c.syncInserts(ctx), pt, dt), dayRefresh(c.ddl, where)); err != nil {
-		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayRollup, err))
+	where := "WHERE " + chconn.InExt("project_id", "day_projects") + " AND " + chconn.InExt("project_id, day", "days")
+	if err := c.conn.Exec(chconn.WithExternal(c.conn.SyncInserts(ctx), pt, dt), dayRefresh(c.ddl, where)); err != nil {
+		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayRollup, err))
 	}
 	return nil
 }

@@ -2,9 +2,6 @@ package clickhouse
 
 import "context"
 
-// InsertBlockRows exposes insertBlockRows to the tests of package clickhouse_test.
-const InsertBlockRows = insertBlockRows
-
 // PreviousSchema exposes previousSchema, release 5013242's statements, to
 // the tests of package clickhouse_test.
 var PreviousSchema = previousSchema

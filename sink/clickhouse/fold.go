@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // migrateRollups is the migration that makes the views read the rollups.
@@ -49,11 +51,11 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	}
 	for _, r := range rollups {
 		if err := m.exec(ctx, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-			d.table(r.name+"_mv"), d.onCluster(), d.local(r.name), r.selectFrom(d.local("message_read_snapshots"), ""))); err != nil {
+			d.Table(r.name+"_mv"), d.OnCluster(), d.Local(r.name), r.selectFrom(d.Local("message_read_snapshots"), ""))); err != nil {
 			return err
 		}
 	}
-	folded, err := queryColumn[string](ctx, m.conn, "SELECT DISTINCT partition FROM "+d.table(foldsTable.name)+" WHERE partition != ''")
+	folded, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT DISTINCT partition FROM "+d.Table(foldsTable.name)+" WHERE partition != ''")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", foldsTable.name, err)
 	}
@@ -78,11 +80,11 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 				}
 				where += fmt.Sprintf(" AND version < %d", cutoff)
 			}
-			if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.table(r.name), r.selectFrom(d.table("message_read_snapshots"), where))); err != nil {
+			if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(r.name), r.selectFrom(d.Table("message_read_snapshots"), where))); err != nil {
 				return fmt.Errorf("fold partition %s into %s: %w", p, r.name, err)
 			}
 		}
-		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT %s, %d", d.table(foldsTable.name), quoteString(p), cutoff)); err != nil {
+		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT %s, %d", d.Table(foldsTable.name), chconn.QuoteString(p), cutoff)); err != nil {
 			return fmt.Errorf("mark partition %s folded: %w", p, err)
 		}
 		m.log.Info("folded snapshot partition", "partition", p, "done", i+1, "of", len(partitions),
@@ -116,19 +118,19 @@ var foldsTable = tableDef{name: "project_read_snapshot_rollup_folds", columns: [
 // when the rollup's materialized view does not exist yet; otherwise the
 // cutoff an earlier run took before it created the view.
 func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
-	n, err := queryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.db, snapshotRollup+"_mv")
+	n, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.Database(), snapshotRollup+"_mv")
 	if err != nil {
 		return 0, fmt.Errorf("look for %s_mv: %w", snapshotRollup, err)
 	}
 	if n[0] > 0 {
-		c, err := queryColumn[uint64](ctx, m.conn, "SELECT max(cutoff) FROM "+m.ddl.table(foldsTable.name)+" WHERE partition = ''")
+		c, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT max(cutoff) FROM "+m.ddl.Table(foldsTable.name)+" WHERE partition = ''")
 		if err != nil {
 			return 0, fmt.Errorf("read the fold's cutoff: %w", err)
 		}
 		return c[0], nil
 	}
 	cutoff := uint64(time.Now().UnixNano())
-	if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT '', %d", m.ddl.table(foldsTable.name), cutoff)); err != nil {
+	if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT '', %d", m.ddl.Table(foldsTable.name), cutoff)); err != nil {
 		return 0, fmt.Errorf("record the fold's cutoff: %w", err)
 	}
 	return cutoff, nil

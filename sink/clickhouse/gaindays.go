@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // The day gains rollup holds, once merged, one row per project and UTC
@@ -41,17 +42,17 @@ var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 
 // refreshGainDays recomputes the day gains rollup for days from the gains
 // rollup.
-func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[projectDay]bool) error {
+func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
 	if len(days) == 0 {
 		return nil
 	}
 	projects := map[int64]bool{}
 	lo, hi := ^uint32(0), uint32(0)
 	for pd := range days {
-		projects[pd.project] = true
-		lo, hi = min(lo, pd.day), max(hi, pd.day)
+		projects[pd.Project] = true
+		lo, hi = min(lo, pd.Day), max(hi, pd.Day)
 	}
-	pt, err := projectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	pt, err := chconn.ProjectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
 	if err != nil {
 		return err
 	}
@@ -61,22 +62,22 @@ func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[projectDay]bo
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
-GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), inExt("project_id", "day_projects"), dateTime(lo*86400), dateTime((hi+1)*86400))
+GROUP BY project_id, snapshot_at`, c.ddl.Table(gainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
 	type daySum struct {
 		snapshots, newMessages, missed uint64
 		reads                          int64
 		key                            []*big.Int
 	}
-	sums := map[projectDay]*daySum{}
-	err = c.queryEach(withExternal(ctx, pt), q, func(rows driver.Rows) error {
+	sums := map[chconn.ProjectDay]*daySum{}
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
 		var (
-			pd          projectDay
+			pd          chconn.ProjectDay
 			newMessages uint64
 			reads       int64
 			missed      uint64
 			key         string
 		)
-		if err := rows.Scan(&pd.project, &pd.day, &newMessages, &reads, &missed, &key); err != nil {
+		if err := rows.Scan(&pd.Project, &pd.Day, &newMessages, &reads, &missed, &key); err != nil {
 			return err
 		}
 		if !days[pd] {
@@ -95,24 +96,24 @@ GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), inExt("project_id",
 		s.reads += reads
 		s.missed += missed
 		if err := addKey(s.key, key); err != nil {
-			return fmt.Errorf("project %d: %w", pd.project, err)
+			return fmt.Errorf("project %d: %w", pd.Project, err)
 		}
 		return nil
 	})
 	if err != nil {
-		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
+		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
 	}
 	// The values go as external data, a table sent with the INSERT:
 	// as literals in its text, 18.16 took half a second to parse a pass's
 	// worth.
-	input, err := newExtTable("day_gains", "project_id", "Int64", "day", "Date", "snapshots", "UInt64",
+	input, err := chconn.NewExtTable("day_gains", "project_id", "Int64", "day", "Date", "snapshots", "UInt64",
 		"new_messages", "UInt64", "reads_gained", "Int64", "missed_ticks", "UInt64", "day_key", "String")
 	if err != nil {
 		return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
 	}
-	for _, pd := range slices.SortedFunc(maps.Keys(sums), projectDay.compare) {
+	for _, pd := range slices.SortedFunc(maps.Keys(sums), chconn.ProjectDay.Compare) {
 		s := sums[pd]
-		if err := input.append(pd.project, sink.Time(pd.day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, dayGainKey(s.snapshots, s.key)); err != nil {
+		if err := input.Append(pd.Project, sink.Time(pd.Day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, dayGainKey(s.snapshots, s.key)); err != nil {
 			return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
 		}
 	}
@@ -122,9 +123,9 @@ GROUP BY project_id, snapshot_at`, c.ddl.table(gainsRollup), inExt("project_id",
 	q = fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
 SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
 FROM day_gains
-GROUP BY project_id, day`, c.ddl.table(dayGainsRollup))
-	if err := c.conn.Exec(withExternal(c.syncInserts(ctx), input), q); err != nil {
-		return c.redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), dayGainsRollup, err))
+GROUP BY project_id, day`, c.ddl.Table(dayGainsRollup))
+	if err := c.conn.Exec(chconn.WithExternal(c.conn.SyncInserts(ctx), input), q); err != nil {
+		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), dayGainsRollup, err))
 	}
 	return nil
 }

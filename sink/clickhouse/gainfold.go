@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // migrateGains creates the gains rollup and the first-seen rollup with its
@@ -25,19 +26,19 @@ func migrateGains(ctx context.Context, m *migrator) error {
 		stmts = append(stmts, d.createTable(t)...)
 	}
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-		d.table(firstRollup+"_mv"), d.onCluster(), d.local(firstRollup), firstRollupTable.selectFrom(d.local(snapshotsTable.name), "")))
+		d.Table(firstRollup+"_mv"), d.OnCluster(), d.Local(firstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
 	for _, q := range stmts {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
-	partitions, err := m.partitions(ctx, snapshotsTable.name)
+	partitions, err := m.partitions(ctx, SnapshotsTable.name)
 	if err != nil {
 		return err
 	}
 	for _, p := range partitions {
-		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.table(firstRollup),
-			firstRollupTable.selectFrom(d.table(snapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+p))); err != nil {
+		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(firstRollup),
+			firstRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+p))); err != nil {
 			return fmt.Errorf("fold partition %s into %s: %w", p, firstRollup, err)
 		}
 	}
@@ -73,7 +74,7 @@ func migrateGains(ctx context.Context, m *migrator) error {
 // the one stored, which is then not written.
 func migrateDerived(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	if err := m.addColumn(ctx, snapshotsTable.name, "schedule", "String", "version"); err != nil {
+	if err := m.addColumn(ctx, SnapshotsTable.name, "schedule", "String", "version"); err != nil {
 		return err
 	}
 	after := "gain_schedule"
@@ -118,7 +119,7 @@ func (c *ClickHouse) FoldGains(ctx context.Context) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return c.foldGains(ctx, c.log, func(context.Context) error { return nil })
+	return c.foldGains(ctx, c.conn.Log(), func(context.Context) error { return nil })
 }
 
 // foldGainsRows bounds the snapshot rows a step of the fold reads, and so
@@ -170,22 +171,22 @@ func (c *ClickHouse) foldGainsOf(ctx context.Context, projects []int64) error {
 func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, error) {
 	// Every write of a project counts here, replays too: an estimate of
 	// the rows a step reads, from a table that is small to read.
-	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", c.ddl.table(snapshotRollup))
+	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", c.ddl.Table(snapshotRollup))
 	if only != nil {
-		pt, err := projectsExt("folded", only)
+		pt, err := chconn.ProjectsExt("folded", only)
 		if err != nil {
 			return nil, err
 		}
-		ctx = withExternal(ctx, pt)
+		ctx = chconn.WithExternal(ctx, pt)
 		q = fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s WHERE %s GROUP BY project_id ORDER BY project_id",
-			c.ddl.table(snapshotRollup), inExt("project_id", "folded"))
+			c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "folded"))
 	}
 	var (
 		steps [][]int64
 		step  []int64
 		n     uint64
 	)
-	err := c.queryEach(ctx, q, func(rows driver.Rows) error {
+	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var (
 			p    int64
 			msgs uint64
@@ -200,7 +201,7 @@ func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, er
 		return nil
 	})
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
+		return nil, c.conn.Redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
 	}
 	if len(step) > 0 {
 		steps = append(steps, step)
@@ -215,15 +216,15 @@ func (c *ClickHouse) foldStep(ctx context.Context, projects []int64) (int, error
 	err := c.readSnapshots(ctx, projects, nil, 0, math.MaxUint32, func(r scannedRow) { scan.row(r.key, r.row) })
 	scan.finish()
 	if err != nil {
-		return 0, c.redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
+		return 0, c.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 	}
 	out, err := c.gainRows(ctx, scan.sums)
 	if err != nil {
-		return 0, c.redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
+		return 0, c.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 	}
-	days := map[projectDay]bool{}
+	days := map[chconn.ProjectDay]bool{}
 	for t := range scan.sums {
-		days[projectDay{t.project, dayOf(t.at)}] = true
+		days[chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}] = true
 	}
 	if _, err := c.storeGains(ctx, out, days); err != nil {
 		return 0, err

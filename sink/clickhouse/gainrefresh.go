@@ -9,6 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // How readsync refreshes the derived rows of project snapshots: after each
@@ -16,11 +17,20 @@ import (
 // recorded as changed since the last reconcile (see reconcile.go). What
 // is computed is in gains.go, dayrefresh.go and gaindays.go.
 
+// writtenSnapshots is the set of project snapshots of rows just written.
+func writtenSnapshots(snaps []sink.Snapshot) chconn.SnapshotSet {
+	s := chconn.SnapshotSet{}
+	for i := range snaps {
+		s.Add(snaps[i].ProjectID, uint32(snaps[i].SnapshotAt))
+	}
+	return s
+}
+
 // refresh recomputes the derived rows of the project snapshots written
 // has rows at, just written: the days they fall on in the day rollup, the
 // gains at each of them and at the later snapshots whose previous rows
 // they are, and the days of those in the day gains rollup.
-func (c *ClickHouse) refresh(ctx context.Context, written snapshotSet) error {
+func (c *ClickHouse) refresh(ctx context.Context, written chconn.SnapshotSet) error {
 	_, err := c.refreshSets(ctx, written, nil)
 	return err
 }
@@ -29,36 +39,36 @@ func (c *ClickHouse) refresh(ctx context.Context, written snapshotSet) error {
 // whose rows did not change but whose missed ticks may have. A gains row
 // whose key the rollup holds already is not written again, so a refresh of
 // what is current writes only the day states, which their rollups merge.
-func (c *ClickHouse) refreshSets(ctx context.Context, written, also snapshotSet) (refreshResult, error) {
+func (c *ClickHouse) refreshSets(ctx context.Context, written, also chconn.SnapshotSet) (refreshResult, error) {
 	var res refreshResult
-	targets := snapshotSet{}
-	targets.addAll(written)
-	targets.addAll(also)
-	if targets.len() == 0 {
+	targets := chconn.SnapshotSet{}
+	targets.AddAll(written)
+	targets.AddAll(also)
+	if targets.Len() == 0 {
 		return res, nil
 	}
-	if err := c.refreshDays(ctx, written.days()); err != nil {
+	if err := c.refreshDays(ctx, written.Days()); err != nil {
 		return res, err
 	}
 	if err := c.addSuccessors(ctx, targets, written); err != nil {
-		return res, c.redact(fmt.Errorf("refresh reads gained: %w", err))
+		return res, c.conn.Redact(fmt.Errorf("refresh reads gained: %w", err))
 	}
-	res.targets = targets.len()
+	res.targets = targets.Len()
 	rows, err := c.computeGains(ctx, targets)
 	if err != nil {
-		return res, c.redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", targets.len(), err))
+		return res, c.conn.Redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", targets.Len(), err))
 	}
-	res.rewritten, err = c.storeGains(ctx, rows, targets.days())
+	res.rewritten, err = c.storeGains(ctx, rows, targets.Days())
 	return res, err
 }
 
 // storeGains inserts the gain rows whose key the rollup does not hold as
 // its highest for their snapshot, then refreshes days; it returns how many
 // rows it inserted.
-func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow, days map[projectDay]bool) (int, error) {
-	set := snapshotSet{}
+func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow, days map[chconn.ProjectDay]bool) (int, error) {
+	set := chconn.SnapshotSet{}
 	for _, r := range rows {
-		set.add(r.ProjectID, uint32(r.SnapshotAt.Unix()))
+		set.Add(r.ProjectID, uint32(r.SnapshotAt.Unix()))
 	}
 	stored, err := c.storedGainKeys(ctx, set)
 	if err != nil {
@@ -70,7 +80,7 @@ func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow, days map[pr
 			fresh = append(fresh, r)
 		}
 	}
-	if err := insert(ctx, c, &gainsTable, nil, fresh); err != nil {
+	if err := chconn.Insert(ctx, c.conn, &gainsTable, nil, fresh); err != nil {
 		return 0, err
 	}
 	return len(fresh), c.refreshGainDays(ctx, days)
@@ -78,9 +88,9 @@ func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow, days map[pr
 
 // storedGainKeys returns the highest key the gains rollup holds for each
 // snapshot of set that it has.
-func (c *ClickHouse) storedGainKeys(ctx context.Context, set snapshotSet) (map[gainTarget]string, error) {
+func (c *ClickHouse) storedGainKeys(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
-	if set.len() == 0 {
+	if set.Len() == 0 {
 		return out, nil
 	}
 	tables, cond, err := snapshotCondition(set, "stored")
@@ -88,8 +98,8 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set snapshotSet) (map[g
 		return nil, err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), max(gain_key) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.ddl.table(gainsRollup), cond)
-	err = c.queryEach(withExternal(ctx, tables...), q, func(rows driver.Rows) error {
+		c.ddl.Table(gainsRollup), cond)
+	err = chconn.QueryEach(chconn.WithExternal(ctx, tables...), c.conn, q, func(rows driver.Rows) error {
 		var (
 			t   gainTarget
 			key string
@@ -97,13 +107,13 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set snapshotSet) (map[g
 		if err := rows.Scan(&t.project, &t.at, &key); err != nil {
 			return err
 		}
-		if set.has(t.project, t.at) {
+		if set.Has(t.project, t.at) {
 			out[t] = key
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("read the keys of %s: %w", gainsRollup, err))
+		return nil, c.conn.Redact(fmt.Errorf("read the keys of %s: %w", gainsRollup, err))
 	}
 	return out, nil
 }
@@ -113,8 +123,8 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set snapshotSet) (map[g
 // projects at the same times, which the caller skips: the projects and the
 // times narrow the read by the primary key and the partitions, where a
 // condition on the pairs would be read row by row.
-func snapshotCondition(set snapshotSet, name string) ([]*extTable, string, error) {
-	pt, err := projectsExt(name+"_projects", set.projects())
+func snapshotCondition(set chconn.SnapshotSet, name string) ([]*chconn.ExtTable, string, error) {
+	pt, err := chconn.ProjectsExt(name+"_projects", set.Projects())
 	if err != nil {
 		return nil, "", err
 	}
@@ -124,82 +134,69 @@ func snapshotCondition(set snapshotSet, name string) ([]*extTable, string, error
 			times[at] = true
 		}
 	}
-	tt, err := newExtTable(name+"_times", "snapshot_at", "DateTime")
+	tt, err := chconn.NewExtTable(name+"_times", "snapshot_at", "DateTime")
 	if err != nil {
 		return nil, "", err
 	}
 	for _, at := range slices.Sorted(maps.Keys(times)) {
-		if err := tt.append(sink.Time(at).Time()); err != nil {
+		if err := tt.Append(sink.Time(at).Time()); err != nil {
 			return nil, "", err
 		}
 	}
-	return []*extTable{pt, tt}, inExt("project_id", name+"_projects") + " AND " + inExt("snapshot_at", name+"_times"), nil
-}
-
-// queryEach runs q and calls each for every row.
-func (c *ClickHouse) queryEach(ctx context.Context, q string, each func(driver.Rows) error) error {
-	rows, err := c.conn.Query(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return []*chconn.ExtTable{pt, tt}, chconn.InExt("project_id", name+"_projects") + " AND " + chconn.InExt("snapshot_at", name+"_times"), nil
 }
 
 // addSuccessors adds to targets, for each snapshot (p, s) of written that
 // has a later snapshot, each of s's messages' next snapshot: s is now its
 // previous one. Writes in order, the daemon's, have none: one cheap query
 // on the snapshot rollup says so.
-func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written snapshotSet) error {
+func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written chconn.SnapshotSet) error {
 	first := map[int64]uint32{}
 	lowest := uint32(math.MaxUint32)
 	for p, ats := range written {
 		f := slices.Min(slices.Collect(maps.Keys(ats)))
 		first[p], lowest = f, min(lowest, f)
 	}
-	pt, err := projectsExt("written", written.projects())
+	pt, err := chconn.ProjectsExt("written", written.Projects())
 	if err != nil {
 		return err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at > %s GROUP BY project_id",
-		c.ddl.table(snapshotRollup), inExt("project_id", "written"), dateTime(lowest))
-	latest, err := queryMap[int64, uint32](withExternal(ctx, pt), c.conn, q)
+		c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "written"), chconn.DateTime(lowest))
+	latest, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), c.conn, q)
 	if err != nil {
 		return fmt.Errorf("look for later snapshots: %w", err)
 	}
-	later := snapshotSet{}
+	later := chconn.SnapshotSet{}
 	for p, ats := range written {
 		for at := range ats {
 			if latest[p] > at {
-				later.add(p, at)
+				later.Add(p, at)
 			}
 		}
 	}
-	if later.len() == 0 {
+	if later.Len() == 0 {
 		return nil
 	}
 	lowest = uint32(math.MaxUint32)
-	for _, t := range later.sorted() {
-		lowest = min(lowest, t.at)
+	for _, ats := range later {
+		for at := range ats {
+			lowest = min(lowest, at)
+		}
 	}
-	lp, err := projectsExt("later", later.projects())
+	lp, err := chconn.ProjectsExt("later", later.Projects())
 	if err != nil {
 		return err
 	}
-	lt, err := snapshotsExt("later_snapshots", later)
+	lt, err := chconn.SnapshotsExt("later_snapshots", later)
 	if err != nil {
 		return err
 	}
 	left := fmt.Sprintf("SELECT project_id, message_id, snapshot_at\nFROM %s\nWHERE %s AND snapshot_at >= %s",
-		c.ddl.table(snapshotsTable.name), inExt("project_id", "later"), dateTime(lowest))
+		c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
 	right := "SELECT project_id, snapshot_at AS written_at\nFROM later_snapshots"
 	q = fmt.Sprintf(nextSnapshotsSQL, join("ALL INNER", left, right, "project_id"))
-	err = c.queryEach(withExternal(ctx, lp, lt), q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(chconn.WithExternal(ctx, lp, lt), c.conn, q, func(rows driver.Rows) error {
 		var (
 			p    int64
 			next uint32
@@ -207,11 +204,11 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written snapsho
 		if err := rows.Scan(&p, &next); err != nil {
 			return err
 		}
-		targets.add(p, next)
+		targets.Add(p, next)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("next snapshots of %d written snapshots: %w", later.len(), err)
+		return fmt.Errorf("next snapshots of %d written snapshots: %w", later.Len(), err)
 	}
 	return nil
 }
@@ -243,14 +240,14 @@ WHERE listed > 0 AND toUInt32(next_at) > toUInt32(written_at)`
 // previous snapshot, read in the same scan as the targets' rows; only the
 // messages not listed there (new ones, ones listed again after a while)
 // are looked up further back, by name.
-func (c *ClickHouse) computeGains(ctx context.Context, targets snapshotSet) ([]gainRow, error) {
+func (c *ClickHouse) computeGains(ctx context.Context, targets chconn.SnapshotSet) ([]gainRow, error) {
 	type window struct{ from, to uint32 }
 	type days struct{ from, to uint32 }
 	groups := map[days][]int64{}
 	spans := map[days]window{}
-	for _, p := range targets.projects() {
+	for _, p := range targets.Projects() {
 		ats := slices.Sorted(maps.Keys(targets[p]))
-		d := days{dayOf(ats[0]), dayOf(ats[len(ats)-1])}
+		d := days{chconn.DayOf(ats[0]), chconn.DayOf(ats[len(ats)-1])}
 		groups[d] = append(groups[d], p)
 		w, ok := spans[d]
 		if !ok {
@@ -341,12 +338,12 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 	if len(projects) == 0 {
 		return out, nil
 	}
-	pt, err := projectsExt("dormant", projects)
+	pt, err := chconn.ProjectsExt("dormant", projects)
 	if err != nil {
 		return nil, err
 	}
-	seen, err := queryColumn[int64](withExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE %s AND snapshot_at < %s",
-		c.ddl.table(snapshotRollup), inExt("project_id", "dormant"), dateTime(t)))
+	seen, err := chconn.QueryColumn[int64](chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE %s AND snapshot_at < %s",
+		c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
 	if err != nil {
 		return nil, fmt.Errorf("look for projects' earlier snapshots: %w", err)
 	}
@@ -359,13 +356,13 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 // previousSnapshots returns each project's latest snapshot before t, if it
 // has one in the week before, from the snapshot rollup.
 func (c *ClickHouse) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
-	pt, err := projectsExt("scanned", projects)
+	pt, err := chconn.ProjectsExt("scanned", projects)
 	if err != nil {
 		return nil, err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at >= %s AND snapshot_at < %s GROUP BY project_id",
-		c.ddl.table(snapshotRollup), inExt("project_id", "scanned"), dateTime(t-min(t, previousSnapshotSpan)), dateTime(t))
-	out, err := queryMap[int64, uint32](withExternal(ctx, pt), c.conn, q)
+		c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, previousSnapshotSpan)), chconn.DateTime(t))
+	out, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), c.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
 	}
@@ -387,12 +384,12 @@ type scannedRow struct {
 // gainScan's order, as the rows arrive: a refresh reads a few snapshots,
 // the fold whole histories.
 func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32, each func(scannedRow)) error {
-	pt, err := projectsExt("scanned", projects)
+	pt, err := chconn.ProjectsExt("scanned", projects)
 	if err != nil {
 		return err
 	}
-	tables := []*extTable{pt}
-	when := fmt.Sprintf("snapshot_at >= %s AND snapshot_at <= %s", dateTime(from), dateTime(to))
+	tables := []*chconn.ExtTable{pt}
+	when := fmt.Sprintf("snapshot_at >= %s AND snapshot_at <= %s", chconn.DateTime(from), chconn.DateTime(to))
 	if len(prev) > 0 {
 		// The times only, which the partitions' ranges narrow; another
 		// project's previous snapshot at the same time is skipped below.
@@ -400,23 +397,23 @@ func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev m
 		for _, at := range prev {
 			ats[at] = true
 		}
-		tt, err := newExtTable("previous_times", "snapshot_at", "DateTime")
+		tt, err := chconn.NewExtTable("previous_times", "snapshot_at", "DateTime")
 		if err != nil {
 			return err
 		}
 		for _, at := range slices.Sorted(maps.Keys(ats)) {
-			if err := tt.append(sink.Time(at).Time()); err != nil {
+			if err := tt.Append(sink.Time(at).Time()); err != nil {
 				return err
 			}
 		}
 		tables = append(tables, tt)
-		when = fmt.Sprintf("(%s OR %s)", when, inExt("snapshot_at", "previous_times"))
+		when = fmt.Sprintf("(%s OR %s)", when, chconn.InExt("snapshot_at", "previous_times"))
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total
 FROM %s
 WHERE %s AND %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.table(snapshotsTable.name), inExt("project_id", "scanned"), when)
-	rows, err := c.conn.Query(withExternal(ctx, tables...), q)
+ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "scanned"), when)
+	rows, err := c.conn.Query(chconn.WithExternal(ctx, tables...), q)
 	if err != nil {
 		return fmt.Errorf("read snapshots from %s to %s: %w", sink.Time(from), sink.Time(to), err)
 	}
@@ -444,7 +441,7 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 	}
 	seen, err := c.messagesIn(ctx, want, fmt.Sprintf(
 		"SELECT project_id, message_id FROM %s WHERE %%s GROUP BY project_id, message_id HAVING minMerge(first_seen) < %s",
-		c.ddl.table(firstRollup), dateTime(from)))
+		c.ddl.Table(firstRollup), chconn.DateTime(from)))
 	if err != nil {
 		return fmt.Errorf("read when messages were first seen: %w", err)
 	}
@@ -453,10 +450,10 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 			delete(want, k)
 		}
 	}
-	day := dayStart(from)
+	day := chconn.DayStart(from)
 	for _, step := range []struct{ agg, table, where string }{
-		{"max(" + snapshotRow + ")", snapshotsTable.name, fmt.Sprintf("snapshot_at >= %s AND snapshot_at < %s", dateTime(day), dateTime(from))},
-		{"maxMerge(day_row)", dailyRollup, "day < " + quoteDate(sink.Time(day).Time())},
+		{"max(" + snapshotRow + ")", SnapshotsTable.name, fmt.Sprintf("snapshot_at >= %s AND snapshot_at < %s", chconn.DateTime(day), chconn.DateTime(from))},
+		{"maxMerge(day_row)", dailyRollup, "day < " + chconn.QuoteDate(sink.Time(day).Time())},
 	} {
 		if len(want) == 0 {
 			return nil
@@ -469,7 +466,7 @@ FROM
     WHERE %s AND %%s
     GROUP BY project_id, message_id
 )`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion), rowUInt64("message_row", rowReadCount),
-			rowUInt64("message_row", rowTotal), step.agg, c.ddl.table(step.table), step.where)
+			rowUInt64("message_row", rowTotal), step.agg, c.ddl.Table(step.table), step.where)
 		err := c.queryIn(ctx, want, q, func(rows driver.Rows) error {
 			var (
 				k     msgKey
@@ -495,23 +492,23 @@ FROM
 // messages of want, calling each for every row. The messages go as
 // external data, however many.
 func (c *ClickHouse) queryIn(ctx context.Context, want map[msgKey]bool, q string, each func(driver.Rows) error) error {
-	wanted, err := newExtTable("wanted", "project_id", "Int64", "message_id", "Int64")
+	wanted, err := chconn.NewExtTable("wanted", "project_id", "Int64", "message_id", "Int64")
 	if err != nil {
 		return err
 	}
 	projects := map[int64]bool{}
 	for _, k := range slices.SortedFunc(maps.Keys(want), func(a, b msgKey) int { return gainTarget{a.project, 0}.compare(gainTarget{b.project, 0}) }) {
 		projects[k.project] = true
-		if err := wanted.append(k.project, k.message); err != nil {
+		if err := wanted.Append(k.project, k.message); err != nil {
 			return err
 		}
 	}
-	pt, err := projectsExt("wanted_projects", slices.Sorted(maps.Keys(projects)))
+	pt, err := chconn.ProjectsExt("wanted_projects", slices.Sorted(maps.Keys(projects)))
 	if err != nil {
 		return err
 	}
-	cond := inExt("project_id", "wanted_projects") + " AND " + inExt("project_id, message_id", "wanted")
-	return c.queryEach(withExternal(ctx, pt, wanted), fmt.Sprintf(q, cond), each)
+	cond := chconn.InExt("project_id", "wanted_projects") + " AND " + chconn.InExt("project_id, message_id", "wanted")
+	return chconn.QueryEach(chconn.WithExternal(ctx, pt, wanted), c.conn, fmt.Sprintf(q, cond), each)
 }
 
 // messagesIn returns the messages of want that q, queried as by queryIn,
@@ -532,9 +529,9 @@ func (c *ClickHouse) messagesIn(ctx context.Context, want map[msgKey]bool, q str
 // gainRows turns the sums into rows, with each one's schedule and missed
 // ticks.
 func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum) ([]gainRow, error) {
-	set := snapshotSet{}
+	set := chconn.SnapshotSet{}
 	for t := range sums {
-		set.add(t.project, t.at)
+		set.Add(t.project, t.at)
 	}
 	schedules, err := c.snapshotSchedules(ctx, set)
 	if err != nil {
@@ -583,9 +580,9 @@ func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, 
 	out := map[string][]uint32{}
 	for _, s := range slices.Sorted(maps.Keys(spans)) {
 		sp := spans[s]
-		ts, err := queryColumn[uint32](ctx, c.conn, fmt.Sprintf(
+		ts, err := chconn.QueryColumn[uint32](ctx, c.conn, fmt.Sprintf(
 			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE trigger = 'cron' AND schedule = %s AND snapshot_at > %s AND snapshot_at < %s ORDER BY tick",
-			c.ddl.table(runsTable.name), quoteString(s), dateTime(sp.lo), dateTime(sp.hi)))
+			c.ddl.Table(RunsTable.name), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
 		if err != nil {
 			return nil, fmt.Errorf("read the ticks of schedule %q: %w", s, err)
 		}

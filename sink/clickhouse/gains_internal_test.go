@@ -5,6 +5,8 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // TestGainScan feeds rows in the order the refresh reads them and checks
@@ -22,7 +24,7 @@ func TestGainScan(t *testing.T) {
 	// Every row's total is ten times its reads.
 	tests := []struct {
 		name    string
-		targets snapshotSet
+		targets chconn.SnapshotSet
 		all     bool
 		priors  map[msgKey]snapRow
 		rows    []in
@@ -30,21 +32,21 @@ func TestGainScan(t *testing.T) {
 	}{
 		{
 			name:    "new message counts from zero",
-			targets: snapshotSet{1: {100: true}},
+			targets: chconn.SnapshotSet{1: {100: true}},
 			rows:    []in{{1, 1, 100, 5, 7}},
 			want: map[gainTarget]gainSum{{1, 100}: {messages: 1, newMessages: 1, reads: 7, versions: uint128{0, 5},
 				topVersion: 5, topMessages: 1, topReads: 7, topTotal: 70}},
 		},
 		{
 			name:    "the newest version of a snapshot counts, against the previous snapshot's newest",
-			targets: snapshotSet{1: {200: true}},
+			targets: chconn.SnapshotSet{1: {200: true}},
 			rows:    []in{{1, 1, 100, 5, 7}, {1, 1, 100, 6, 9}, {1, 1, 200, 8, 10}, {1, 1, 200, 9, 12}},
 			want: map[gainTarget]gainSum{{1, 200}: {messages: 1, reads: 3, prevAt: 100, versions: uint128{0, 9}, prevAts: 100, prevVersions: uint128{0, 6},
 				topVersion: 9, topMessages: 1, topReads: 12, topTotal: 120}},
 		},
 		{
 			name:    "a prior row is the previous one of the first row read",
-			targets: snapshotSet{1: {200: true}},
+			targets: chconn.SnapshotSet{1: {200: true}},
 			priors:  map[msgKey]snapRow{{1, 1}: {at: 50, version: 3, reads: 4, total: 40}},
 			rows:    []in{{1, 1, 200, 8, 10}, {1, 2, 200, 8, 1}},
 			want: map[gainTarget]gainSum{{1, 200}: {messages: 2, newMessages: 1, reads: 7, prevAt: 50, versions: uint128{0, 16},
@@ -52,7 +54,7 @@ func TestGainScan(t *testing.T) {
 		},
 		{
 			name:    "the newest write leaves out a message only an earlier write listed",
-			targets: snapshotSet{1: {100: true}},
+			targets: chconn.SnapshotSet{1: {100: true}},
 			rows:    []in{{1, 1, 100, 5, 7}, {1, 1, 100, 6, 8}, {1, 2, 100, 5, 3}},
 			want: map[gainTarget]gainSum{{1, 100}: {messages: 2, newMessages: 2, reads: 11, versions: uint128{0, 11},
 				topVersion: 6, topMessages: 1, topReads: 8, topTotal: 80}},
@@ -70,7 +72,7 @@ func TestGainScan(t *testing.T) {
 		},
 		{
 			name:    "a lower count is a negative gain",
-			targets: snapshotSet{1: {200: true}},
+			targets: chconn.SnapshotSet{1: {200: true}},
 			rows:    []in{{1, 1, 100, 1, 9}, {1, 1, 200, 2, 4}},
 			want: map[gainTarget]gainSum{{1, 200}: {messages: 1, reads: minusFive, prevAt: 100, versions: uint128{0, 2}, prevAts: 100, prevVersions: uint128{0, 1},
 				topVersion: 2, topMessages: 1, topReads: 4, topTotal: 40}},

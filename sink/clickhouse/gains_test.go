@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -216,7 +217,7 @@ func TestGainsEqualBruteForce(t *testing.T) {
 // passes written after extend them exactly.
 func TestGainsFoldedAtUpgradeFrom9707b0b(t *testing.T) {
 	db := sinktest.New(t)
-	dsn, err := clickhouse.ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +338,7 @@ func TestGainsOfABatchAroundAnExistingSnapshot(t *testing.T) {
 // every view equals its brute force.
 func TestUpgradeFrom0_3(t *testing.T) {
 	db := sinktest.New(t)
-	dsn, err := clickhouse.ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // Which schedule's ticks a snapshot's interval is judged by: that of the
@@ -44,7 +45,7 @@ FROM
     WHERE substring(gain_key, 1, 1) = '0'
     GROUP BY project_id, snapshot_at
 )
-WHERE legacy_schedule != ''`, m.ddl.table(legacySchedules), m.ddl.table(gainsRollup))
+WHERE legacy_schedule != ''`, m.ddl.Table(legacySchedules), m.ddl.Table(gainsRollup))
 	if err := m.exec(ctx, q); err != nil {
 		return fmt.Errorf("keep the schedules of the gains computed before: %w", err)
 	}
@@ -53,9 +54,9 @@ WHERE legacy_schedule != ''`, m.ddl.table(legacySchedules), m.ddl.table(gainsRol
 
 // snapshotSchedules returns the schedule of each snapshot of set that has
 // one (see above).
-func (c *ClickHouse) snapshotSchedules(ctx context.Context, set snapshotSet) (map[gainTarget]string, error) {
+func (c *ClickHouse) snapshotSchedules(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
-	if set.len() == 0 {
+	if set.Len() == 0 {
 		return out, nil
 	}
 	tables, cond, err := snapshotCondition(set, "scheduled")
@@ -63,7 +64,7 @@ func (c *ClickHouse) snapshotSchedules(ctx context.Context, set snapshotSet) (ma
 		return nil, err
 	}
 	read := func(q, what string) error {
-		err := c.queryEach(withExternal(ctx, tables...), q, func(rows driver.Rows) error {
+		err := chconn.QueryEach(chconn.WithExternal(ctx, tables...), c.conn, q, func(rows driver.Rows) error {
 			var (
 				t gainTarget
 				s string
@@ -71,25 +72,25 @@ func (c *ClickHouse) snapshotSchedules(ctx context.Context, set snapshotSet) (ma
 			if err := rows.Scan(&t.project, &t.at, &s); err != nil {
 				return err
 			}
-			if s != "" && set.has(t.project, t.at) && out[t] == "" {
+			if s != "" && set.Has(t.project, t.at) && out[t] == "" {
 				out[t] = s
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("read the schedules of %d snapshots from %s: %w", set.len(), what, err)
+			return fmt.Errorf("read the schedules of %d snapshots from %s: %w", set.Len(), what, err)
 		}
 		return nil
 	}
 	if err := read(fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.ddl.table(snapshotsTable.name), cond), snapshotsTable.name); err != nil {
+		c.ddl.Table(SnapshotsTable.name), cond), SnapshotsTable.name); err != nil {
 		return nil, err
 	}
-	if len(out) == set.len() {
+	if len(out) == set.Len() {
 		return out, nil
 	}
 	if err := read(fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.ddl.table(legacySchedules), cond), legacySchedules); err != nil {
+		c.ddl.Table(legacySchedules), cond), legacySchedules); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // One process migrates at a time. The folds some migrations run over the
@@ -89,14 +90,14 @@ func (c *ClickHouse) lockMigrations(ctx context.Context) (*migrationLock, error)
 			last, progress = state, time.Now()
 		}
 		if time.Since(progress) > lockLease {
-			c.log.Warn("taking over the migration lock of a process that stopped its heartbeat", "holder", holder, "lease", lockLease.String())
+			c.conn.Log().Warn("taking over the migration lock of a process that stopped its heartbeat", "holder", holder, "lease", lockLease.String())
 			if err := c.expireLock(ctx); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		if !said {
-			c.log.Info("waiting for another process's migration", "holder", holder)
+			c.conn.Log().Info("waiting for another process's migration", "holder", holder)
 			said = true
 		}
 		select {
@@ -128,14 +129,14 @@ func lockOwner() string {
 func (c *ClickHouse) createLock(owner string) string {
 	d := c.ddl
 	eng := "MergeTree()"
-	if d.clustered() {
+	if d.Clustered() {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		path := strings.ReplaceAll(strings.ReplaceAll(d.replicaPath(), "{shard}", "all"), "{table}", migrationLockTable+"/"+hex.EncodeToString(b[:]))
-		eng = fmt.Sprintf("ReplicatedMergeTree(%s, '{replica}')", quoteString(path))
+		path := strings.ReplaceAll(strings.ReplaceAll(d.ReplicaPath(), "{shard}", "all"), "{table}", migrationLockTable+"/"+hex.EncodeToString(b[:]))
+		eng = fmt.Sprintf("ReplicatedMergeTree(%s, '{replica}')", chconn.QuoteString(path))
 	}
 	return fmt.Sprintf("CREATE TABLE %s%s (owner String DEFAULT %s, heartbeat DateTime) ENGINE = %s ORDER BY heartbeat",
-		d.table(migrationLockTable), d.onCluster(), quoteString(owner), eng)
+		d.Table(migrationLockTable), d.OnCluster(), chconn.QuoteString(owner), eng)
 }
 
 // lockState reads who holds the lock and a summary of its heartbeats,
@@ -143,7 +144,7 @@ func (c *ClickHouse) createLock(owner string) string {
 func (c *ClickHouse) lockState(ctx context.Context) (holder, state string, err error) {
 	var def string
 	q := "SELECT default_expression FROM system.columns WHERE database = ? AND table = ? AND name = 'owner'"
-	if err := c.conn.QueryRow(ctx, q, c.ddl.db, migrationLockTable).Scan(&def); err != nil {
+	if err := c.conn.QueryRow(ctx, q, c.ddl.Database(), migrationLockTable).Scan(&def); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", "", &clickhouse.Exception{Code: unknownTableCode, Message: "the migration lock is gone"}
 		}
@@ -155,7 +156,7 @@ func (c *ClickHouse) lockState(ctx context.Context) (holder, state string, err e
 		n  uint64
 		at uint32
 	)
-	if err := c.conn.QueryRow(ctx, "SELECT count(), toUInt32(max(heartbeat)) FROM "+c.ddl.table(migrationLockTable)).Scan(&n, &at); err != nil {
+	if err := c.conn.QueryRow(ctx, "SELECT count(), toUInt32(max(heartbeat)) FROM "+c.ddl.Table(migrationLockTable)).Scan(&n, &at); err != nil {
 		return "", "", err
 	}
 	return holder, fmt.Sprintf("%d %d", n, at), nil
@@ -167,23 +168,23 @@ func (c *ClickHouse) expireLock(ctx context.Context) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	expired := migrationLockTable + "_expired_" + hex.EncodeToString(b[:])
-	err := c.conn.Exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", c.ddl.table(migrationLockTable), c.ddl.table(expired), c.ddl.onCluster()))
+	err := c.conn.Exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", c.ddl.Table(migrationLockTable), c.ddl.Table(expired), c.ddl.OnCluster()))
 	switch {
 	case err != nil && unknownTable(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("take over the migration lock: %w", err)
 	}
-	if err := execDDL(ctx, c.conn, "DROP TABLE IF EXISTS "+c.ddl.table(expired)+c.ddl.onCluster()); err != nil {
-		c.log.Warn("expired migration lock not dropped", "table", expired, "err", c.redact(err))
+	if err := execDDL(ctx, c.conn, "DROP TABLE IF EXISTS "+c.ddl.Table(expired)+c.ddl.OnCluster()); err != nil {
+		c.conn.Log().Warn("expired migration lock not dropped", "table", expired, "err", c.conn.Redact(err))
 	}
 	return nil
 }
 
 // beat writes one heartbeat.
 func (l *migrationLock) beat(ctx context.Context) error {
-	q := fmt.Sprintf("INSERT INTO %s (heartbeat) SELECT now()", l.c.ddl.table(migrationLockTable))
-	if err := l.c.conn.Exec(l.c.syncInserts(ctx), q); err != nil {
+	q := fmt.Sprintf("INSERT INTO %s (heartbeat) SELECT now()", l.c.ddl.Table(migrationLockTable))
+	if err := l.c.conn.Exec(l.c.conn.SyncInserts(ctx), q); err != nil {
 		return fmt.Errorf("migration lock heartbeat: %w", err)
 	}
 	return nil
@@ -202,7 +203,7 @@ func (l *migrationLock) heartbeats() {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), lockHeartbeat)
 			if err := l.beat(ctx); err != nil {
-				l.c.log.Warn("migration lock heartbeat failed", "err", l.c.redact(err))
+				l.c.conn.Log().Warn("migration lock heartbeat failed", "err", l.c.conn.Redact(err))
 			}
 			cancel()
 		}
@@ -234,8 +235,8 @@ func (l *migrationLock) release(ctx context.Context) {
 }
 
 func (l *migrationLock) drop(ctx context.Context) {
-	if err := execDDL(ctx, l.c.conn, "DROP TABLE IF EXISTS "+l.c.ddl.table(migrationLockTable)+l.c.ddl.onCluster()); err != nil {
-		l.c.log.Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.redact(err), "lease", lockLease.String())
+	if err := execDDL(ctx, l.c.conn, "DROP TABLE IF EXISTS "+l.c.ddl.Table(migrationLockTable)+l.c.ddl.OnCluster()); err != nil {
+		l.c.conn.Log().Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.conn.Redact(err), "lease", lockLease.String())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // migration is one step of the schema's history. Each runs once per
@@ -42,13 +43,13 @@ type migration struct {
 	// needs. On a server without it the step is neither applied, nor
 	// recorded, nor pending: it waits, and applies at the first start
 	// after the server is upgraded.
-	requires func(Server) bool
+	requires func(chconn.Server) bool
 }
 
 // migrator is what a Go migration works with.
 type migrator struct {
 	ch   *ClickHouse
-	conn driver.Conn
+	conn *chconn.Conn
 	ddl  ddl
 	log  *slog.Logger
 	lock *migrationLock
@@ -62,7 +63,7 @@ func (m *migrator) held(ctx context.Context) error { return m.lock.held(ctx) }
 // counts as success: another process got there first.
 func (m *migrator) exec(ctx context.Context, q string) error { return execDDL(ctx, m.conn, q) }
 
-func execDDL(ctx context.Context, conn driver.Conn, q string) error {
+func execDDL(ctx context.Context, conn chconn.Querier, q string) error {
 	if err := conn.Exec(ctx, q); err != nil && !alreadyDone(err) {
 		return err
 	}
@@ -80,10 +81,10 @@ func execDDL(ctx context.Context, conn driver.Conn, q string) error {
 // whose shards replicate themselves (internal_replication), so each host
 // alters its own.
 func (m *migrator) addColumn(ctx context.Context, table, name, typ, after string) error {
-	if err := m.addColumnOn(ctx, m.conn, m.ddl.localName(table), name, typ, after, m.ddl.onCluster()); err != nil {
+	if err := m.addColumnOn(ctx, m.conn, m.ddl.LocalName(table), name, typ, after, m.ddl.OnCluster()); err != nil {
 		return err
 	}
-	if !m.ddl.clustered() {
+	if !m.ddl.Clustered() {
 		return nil
 	}
 	return m.onEachHost(ctx, func(conn driver.Conn) error {
@@ -91,16 +92,16 @@ func (m *migrator) addColumn(ctx context.Context, table, name, typ, after string
 	})
 }
 
-func (m *migrator) addColumnOn(ctx context.Context, conn driver.Conn, table, name, typ, after, onCluster string) error {
+func (m *migrator) addColumnOn(ctx context.Context, conn chconn.Querier, table, name, typ, after, onCluster string) error {
 	var n uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
-		m.ddl.db, table, name).Scan(&n); err != nil {
+		m.ddl.Database(), table, name).Scan(&n); err != nil {
 		return fmt.Errorf("look for column %s.%s: %w", table, name, err)
 	}
 	if n > 0 {
 		return nil
 	}
-	q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", m.ddl.table(table), onCluster, name, typ, after)
+	q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", m.ddl.Table(table), onCluster, name, typ, after)
 	if err := execDDL(ctx, conn, q); err != nil {
 		return fmt.Errorf("add column %s.%s: %w", table, name, err)
 	}
@@ -113,11 +114,11 @@ func (m *migrator) addColumnOn(ctx context.Context, conn driver.Conn, table, nam
 // bounded memory.
 func (m *migrator) partitions(ctx context.Context, table string) ([]string, error) {
 	parts := "system.parts"
-	if m.ddl.clustered() {
-		parts = fmt.Sprintf("cluster(%s, system, parts)", quoteString(m.ddl.topo.Cluster))
+	if m.ddl.Clustered() {
+		parts = fmt.Sprintf("cluster(%s, system, parts)", chconn.QuoteString(m.ddl.Topology().Cluster))
 	}
 	q := "SELECT DISTINCT partition FROM " + parts + " WHERE active AND database = ? AND table = ? ORDER BY partition"
-	ps, err := queryColumn[string](ctx, m.conn, q, m.ddl.db, m.ddl.localName(table))
+	ps, err := chconn.QueryColumn[string](ctx, m.conn, q, m.ddl.Database(), m.ddl.LocalName(table))
 	if err != nil {
 		return nil, fmt.Errorf("partitions of %s: %w", table, err)
 	}
@@ -127,12 +128,12 @@ func (m *migrator) partitions(ctx context.Context, table string) ([]string, erro
 // onEachHost runs f with a connection to each host of the cluster in
 // turn, for statements ON CLUSTER cannot run.
 func (m *migrator) onEachHost(ctx context.Context, f func(driver.Conn) error) error {
-	hosts, err := m.ch.clusterHosts(ctx)
+	hosts, err := m.ch.conn.ClusterHosts(ctx)
 	if err != nil {
 		return err
 	}
 	for _, h := range hosts {
-		conn, err := m.ch.openHost(h.Address)
+		conn, err := m.ch.conn.OpenHost(h.Address)
 		if err != nil {
 			return fmt.Errorf("host %s: %w", h.Address, err)
 		}
@@ -195,13 +196,12 @@ func doneCode(code int32, msg string) bool {
 const migrationsTable = "schema_migrations"
 
 func (d ddl) createMigrationsTable() string {
-	e := engine{"ReplacingMergeTree", ""}
-	eng := d.engine(e)
-	if d.clustered() {
+	eng := d.Engine("ReplacingMergeTree", "")
+	if d.Clustered() {
 		// One replication group across the whole cluster: the path must
 		// not depend on the shard.
-		path := strings.ReplaceAll(d.replicaPath(), "{shard}", "all")
-		eng = fmt.Sprintf("ReplicatedReplacingMergeTree(%s, '{replica}')", quoteString(path))
+		path := strings.ReplaceAll(d.ReplicaPath(), "{shard}", "all")
+		eng = fmt.Sprintf("ReplicatedReplacingMergeTree(%s, '{replica}')", chconn.QuoteString(path))
 	}
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s%s (
     id UInt32,
@@ -209,7 +209,7 @@ func (d ddl) createMigrationsTable() string {
     applied_at DateTime,
     duration_ms UInt64
 ) ENGINE = %s
-ORDER BY id`, d.table(migrationsTable), d.onCluster(), eng)
+ORDER BY id`, d.Table(migrationsTable), d.OnCluster(), eng)
 }
 
 // SchemaVersion is the state of a database's schema.
@@ -233,7 +233,7 @@ func (v SchemaVersion) Current() bool { return len(v.Pending) == 0 }
 // server, in order.
 func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaVersion, []migration, error) {
 	v := SchemaVersion{}
-	server, err := c.Server(ctx)
+	server, err := c.conn.Server(ctx)
 	if err != nil {
 		return v, nil, err
 	}
@@ -241,13 +241,13 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 	if len(ms) > 0 {
 		v.Latest = ms[len(ms)-1].id
 	}
-	tables, err := queryColumn[string](ctx, c.conn, "SELECT name FROM system.tables WHERE database = ?", c.ddl.db)
+	tables, err := chconn.QueryColumn[string](ctx, c.conn, "SELECT name FROM system.tables WHERE database = ?", c.ddl.Database())
 	if err != nil {
 		return v, nil, fmt.Errorf("read schema version: %w", err)
 	}
 	applied := map[uint32]bool{}
 	if slices.Contains(tables, migrationsTable) {
-		ids, err := queryColumn[uint32](ctx, c.conn, "SELECT DISTINCT id FROM "+c.ddl.table(migrationsTable))
+		ids, err := chconn.QueryColumn[uint32](ctx, c.conn, "SELECT DISTINCT id FROM "+c.ddl.Table(migrationsTable))
 		if err != nil {
 			return v, nil, fmt.Errorf("read %s: %w", migrationsTable, err)
 		}
@@ -256,7 +256,7 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 			v.Applied = max(v.Applied, id)
 		}
 	} else {
-		v.Adopt = slices.Contains(tables, projectsTable.name)
+		v.Adopt = slices.Contains(tables, ProjectsTable.name)
 	}
 	var pending []migration
 	for _, m := range ms {
@@ -287,7 +287,7 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 	}
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
-	ctx = c.syncInserts(ctx)
+	ctx = c.conn.SyncInserts(ctx)
 	if err := execDDL(ctx, c.conn, c.ddl.createDatabase()); err != nil {
 		return fmt.Errorf("migration %s: create the database: %w", v.Pending[0], err)
 	}
@@ -305,9 +305,9 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 		return err
 	}
 	if v.Adopt {
-		c.log.Info("adopting tables an earlier release created; they are kept as they are", "database", c.ddl.db)
+		c.conn.Log().Info("adopting tables an earlier release created; they are kept as they are", "database", c.ddl.Database())
 	}
-	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.log, lock: lock}
+	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.conn.Log(), lock: lock}
 	if err := m.exec(ctx, c.ddl.createMigrationsTable()); err != nil {
 		return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 	}
@@ -316,7 +316,7 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
 		}
 		start := time.Now()
-		c.log.Info("applying migration", "migration", mig.id, "name", mig.name)
+		c.conn.Log().Info("applying migration", "migration", mig.id, "name", mig.name)
 		if err := c.apply(ctx, m, mig); err != nil {
 			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
 		}
@@ -327,7 +327,7 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 		if err := c.record(ctx, mig, start, d); err != nil {
 			return fmt.Errorf("migration %d %q: record in %s: %w", mig.id, mig.name, migrationsTable, err)
 		}
-		c.log.Info("migration applied", "migration", mig.id, "name", mig.name, "duration_ms", d.Milliseconds())
+		c.conn.Log().Info("migration applied", "migration", mig.id, "name", mig.name, "duration_ms", d.Milliseconds())
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func (c *ClickHouse) apply(ctx context.Context, m *migrator, mig migration) erro
 }
 
 // applicable returns the steps of ms that server can apply.
-func applicable(ms []migration, server Server) []migration {
+func applicable(ms []migration, server chconn.Server) []migration {
 	out := make([]migration, 0, len(ms))
 	for _, m := range ms {
 		if m.requires == nil || m.requires(server) {
@@ -359,28 +359,28 @@ func applicable(ms []migration, server Server) []migration {
 // that the database does not hold single-server tables under the names
 // cluster mode gives its Distributed tables.
 func (c *ClickHouse) checkTopology(ctx context.Context) error {
-	if !c.ddl.clustered() {
+	if !c.ddl.Clustered() {
 		return nil
 	}
-	if _, err := c.clusterHosts(ctx); err != nil {
+	if _, err := c.conn.ClusterHosts(ctx); err != nil {
 		return err
 	}
 	var engine string
-	err := c.conn.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.ddl.db, projectsTable.name).Scan(&engine)
+	err := c.conn.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.ddl.Database(), ProjectsTable.name).Scan(&engine)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("look for earlier tables: %w", err)
 	case engine != "Distributed":
 		return fmt.Errorf("database %q holds single-server tables (projects is %s): cluster mode keeps its rows in *_local tables behind Distributed ones; "+
-			"use a new database, or move the rows with INSERT … SELECT once the cluster tables exist", c.ddl.db, engine)
+			"use a new database, or move the rows with INSERT … SELECT once the cluster tables exist", c.ddl.Database(), engine)
 	}
 	return nil
 }
 
 // record notes in schema_migrations that mig has been applied.
 func (c *ClickHouse) record(ctx context.Context, mig migration, start time.Time, d time.Duration) error {
-	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.ddl.table(migrationsTable)+" (id, name, applied_at, duration_ms)")
+	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.ddl.Table(migrationsTable)+" (id, name, applied_at, duration_ms)")
 	if err != nil {
 		return err
 	}
@@ -389,44 +389,4 @@ func (c *ClickHouse) record(ctx context.Context, mig migration, start time.Time,
 		return err
 	}
 	return b.Send()
-}
-
-// queryColumn returns the one column of a query's rows.
-func queryColumn[T any](ctx context.Context, conn driver.Conn, q string, args ...any) ([]T, error) {
-	rows, err := conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
-// queryMap runs q, which selects a key and a value, and returns the values
-// by key.
-func queryMap[K comparable, V any](ctx context.Context, conn driver.Conn, q string, args ...any) (map[K]V, error) {
-	rows, err := conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[K]V{}
-	for rows.Next() {
-		var (
-			k K
-			v V
-		)
-		if err := rows.Scan(&k, &v); err != nil {
-			return nil, err
-		}
-		out[k] = v
-	}
-	return out, rows.Err()
 }

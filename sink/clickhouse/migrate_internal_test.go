@@ -15,12 +15,13 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
 func openTest(t *testing.T, dsn string, opts ...Option) *ClickHouse {
 	t.Helper()
-	d, err := ParseDSN(dsn)
+	d, err := chconn.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func openTest(t *testing.T, dsn string, opts ...Option) *ClickHouse {
 
 func appliedIDs(t *testing.T, db *sinktest.DB) []uint32 {
 	t.Helper()
-	ids, err := queryColumn[uint32](context.Background(), db.Conn, "SELECT id FROM "+db.Table(migrationsTable)+" FINAL ORDER BY id")
+	ids, err := chconn.QueryColumn[uint32](context.Background(), db.Conn, "SELECT id FROM "+db.Table(migrationsTable)+" FINAL ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +282,7 @@ func previousSchema(t testing.TB, db string) []string {
 
 func partNames(t *testing.T, db *sinktest.DB) string {
 	t.Helper()
-	names, err := queryColumn[string](context.Background(), db.Conn,
+	names, err := chconn.QueryColumn[string](context.Background(), db.Conn,
 		"SELECT concat(table, '/', name) FROM system.parts WHERE active AND database = ? AND table IN ('projects', 'messages', 'message_read_snapshots', 'sync_runs') ORDER BY table, name", db.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -307,8 +308,8 @@ func TestGoMigrationFoldsByPartition(t *testing.T) {
 		}
 		for _, p := range parts {
 			m.log.Info("folding partition", "partition", p)
-			if err := m.conn.Exec(ctx, "INSERT INTO "+m.ddl.table("snapshot_counts")+" (project_id, month, snapshots) "+
-				"SELECT project_id, toYYYYMM(snapshot_at) AS month, count() FROM "+m.ddl.table("message_read_snapshots")+
+			if err := m.conn.Exec(ctx, "INSERT INTO "+m.ddl.Table("snapshot_counts")+" (project_id, month, snapshots) "+
+				"SELECT project_id, toYYYYMM(snapshot_at) AS month, count() FROM "+m.ddl.Table("message_read_snapshots")+
 				" WHERE toYYYYMM(snapshot_at) = "+p+" GROUP BY project_id, month"); err != nil {
 				return fmt.Errorf("partition %s: %w", p, err)
 			}
@@ -462,7 +463,7 @@ func TestRejectedMigrationIsARefusal(t *testing.T) {
 	ch := openTest(t, db.DSN)
 	ctx := context.Background()
 	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d ddl) []string {
-		return []string{"CREATE VIEW IF NOT EXISTS " + d.table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
+		return []string{"CREATE VIEW IF NOT EXISTS " + d.Table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
 	}}
 	err := ch.migrate(ctx, append(migrations(), bad))
 	if err == nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // Reconciling: the derived rows (the day rollup, the gains and the day
@@ -75,7 +76,7 @@ func (c *ClickHouse) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	c.reconcileMu.Lock()
 	defer c.reconcileMu.Unlock()
 	rep, err := c.reconcile(c.readFreshReplicas(ctx))
-	return rep, c.redact(err)
+	return rep, c.conn.Redact(err)
 }
 
 func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
@@ -85,7 +86,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
 		return rep, fmt.Errorf("reconcile: read the server's time: %w", err)
 	}
-	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+c.ddl.table(reconcilesTable.name)).Scan(&last); err != nil {
+	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+c.ddl.Table(reconcilesTable.name)).Scan(&last); err != nil {
 		return rep, fmt.Errorf("reconcile: read the last reconcile: %w", err)
 	}
 	from := uint32(0)
@@ -93,22 +94,22 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		from = last - overlap
 	}
 	rep.From, rep.To = sink.Time(from).Time(), sink.Time(now).Time()
-	changed := snapshotSet{}
-	err := c.queryEach(ctx, fmt.Sprintf("SELECT DISTINCT project_id, toUInt32(snapshot_at) FROM %s WHERE changed_at >= %s",
-		c.ddl.table(snapshotChanges), dateTime(from)), func(rows driver.Rows) error {
+	changed := chconn.SnapshotSet{}
+	err := chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id, toUInt32(snapshot_at) FROM %s WHERE changed_at >= %s",
+		c.ddl.Table(snapshotChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var t gainTarget
 		if err := rows.Scan(&t.project, &t.at); err != nil {
 			return err
 		}
-		changed.add(t.project, t.at)
+		changed.Add(t.project, t.at)
 		return nil
 	})
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: read %s: %w", snapshotChanges, err)
 	}
 	ticks := map[string][]uint32{}
-	err = c.queryEach(ctx, fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) AS t FROM %s WHERE changed_at >= %s ORDER BY schedule, t",
-		c.ddl.table(tickChanges), dateTime(from)), func(rows driver.Rows) error {
+	err = chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) AS t FROM %s WHERE changed_at >= %s ORDER BY schedule, t",
+		c.ddl.Table(tickChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var (
 			s string
 			t uint32
@@ -123,7 +124,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: read %s: %w", tickChanges, err)
 	}
-	rep.ChangedSnapshots = changed.len()
+	rep.ChangedSnapshots = changed.Len()
 	across, err := c.intervalsAcross(ctx, ticks)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: %w", err)
@@ -134,8 +135,8 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)
 	}
 	d := time.Since(start)
-	q := "INSERT INTO " + c.ddl.table(reconcilesTable.name) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
-	b, err := c.conn.PrepareBatch(c.syncInserts(ctx), q)
+	q := "INSERT INTO " + c.ddl.Table(reconcilesTable.name) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
+	b, err := c.conn.PrepareBatch(c.conn.SyncInserts(ctx), q)
 	if err == nil {
 		err = b.Append(start.UTC(), rep.From, rep.To, uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed),
 			uint64(rep.Rewritten), uint64(d.Milliseconds()))
@@ -154,8 +155,8 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 // intervalsAcross returns the project snapshots whose gains interval, by
 // the current gains rows, holds one of ticks (per schedule, sorted): their
 // missed ticks may have changed.
-func (c *ClickHouse) intervalsAcross(ctx context.Context, ticks map[string][]uint32) (snapshotSet, error) {
-	out := snapshotSet{}
+func (c *ClickHouse) intervalsAcross(ctx context.Context, ticks map[string][]uint32) (chconn.SnapshotSet, error) {
+	out := chconn.SnapshotSet{}
 	if len(ticks) == 0 {
 		return out, nil
 	}
@@ -172,8 +173,8 @@ FROM
     FROM %s
     WHERE snapshot_at > %s
     GROUP BY project_id, snapshot_at
-)`, c.ddl.table(gainsRollup), dateTime(first))
-	err := c.queryEach(ctx, q, func(rows driver.Rows) error {
+)`, c.ddl.Table(gainsRollup), chconn.DateTime(first))
+	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var (
 			t        gainTarget
 			schedule string
@@ -187,7 +188,7 @@ FROM
 			return nil
 		}
 		if i, _ := slices.BinarySearch(ts, prevAt+1); i < len(ts) && ts[i] < t.at {
-			out.add(t.project, t.at)
+			out.Add(t.project, t.at)
 		}
 		return nil
 	})
@@ -202,10 +203,10 @@ FROM
 // every replica of a shard is: a reconcile that read stale rows would
 // record that it had read the changes. On one server it changes nothing.
 func (c *ClickHouse) readFreshReplicas(ctx context.Context) context.Context {
-	if !c.ddl.clustered() {
+	if !c.ddl.Clustered() {
 		return ctx
 	}
-	return withSettings(ctx, clickhouse.Settings{
+	return chconn.WithSettings(ctx, clickhouse.Settings{
 		"max_replica_delay_for_distributed_queries":          staleReplicaDelay,
 		"fallback_to_stale_replicas_for_distributed_queries": 0,
 	})

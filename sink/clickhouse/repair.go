@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // Repair mends what Verify found: it writes again each view that differs
@@ -35,7 +39,7 @@ func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
 		}
 		for _, q := range c.ddl.replaceView(view{d.View, views[d.View]}) {
 			if err := c.conn.Exec(ctx, q); err != nil {
-				return c.redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
+				return c.conn.Redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
 			}
 		}
 		for _, p := range d.Projects {
@@ -46,9 +50,9 @@ func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
 	for len(all) > 0 {
 		n := min(len(all), repairChunk)
 		if err := c.rebuild(ctx, all[:n]); err != nil {
-			return c.redact(fmt.Errorf("repair: rebuild the derived rows of projects %d to %d: %w", all[0], all[n-1], err))
+			return c.conn.Redact(fmt.Errorf("repair: rebuild the derived rows of projects %d to %d: %w", all[0], all[n-1], err))
 		}
-		c.log.Info("rebuilt the derived rows of projects", "projects", n, "first", all[0], "last", all[n-1])
+		c.conn.Log().Info("rebuilt the derived rows of projects", "projects", n, "first", all[0], "last", all[n-1])
 		all = all[n:]
 	}
 	return nil
@@ -73,10 +77,10 @@ func derivedTables() []string {
 // rebuild deletes projects' rows from every rollup and computes them
 // again from the stored history.
 func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
-	ctx = c.syncInserts(ctx)
+	ctx = c.conn.SyncInserts(ctx)
 	list := joinInts(projects)
 	for _, t := range derivedTables() {
-		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", c.ddl.local(t), c.ddl.onCluster(), list)
+		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", c.ddl.Local(t), c.ddl.OnCluster(), list)
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("delete from %s: %w", t, err)
 		}
@@ -84,26 +88,26 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 			return err
 		}
 	}
-	pt, err := projectsExt("rebuilt", projects)
+	pt, err := chconn.ProjectsExt("rebuilt", projects)
 	if err != nil {
 		return err
 	}
-	where := "WHERE " + inExt("project_id", "rebuilt")
+	where := "WHERE " + chconn.InExt("project_id", "rebuilt")
 	for _, r := range append(rollupTables(), firstRollupTable) {
-		from := c.ddl.table(snapshotsTable.name)
+		from := c.ddl.Table(SnapshotsTable.name)
 		if r.name == snapshotRollup {
 			// It sums the rows of each write: each row once.
 			from += " FINAL"
 		}
-		if err := c.conn.Exec(withExternal(ctx, pt), fmt.Sprintf("INSERT INTO %s %s", c.ddl.table(r.name), r.selectFrom(from, where))); err != nil {
+		if err := c.conn.Exec(chconn.WithExternal(ctx, pt), fmt.Sprintf("INSERT INTO %s %s", c.ddl.Table(r.name), r.selectFrom(from, where))); err != nil {
 			return fmt.Errorf("refill %s: %w", r.name, err)
 		}
 	}
-	pt, err = projectsExt("rebuilt", projects)
+	pt, err = chconn.ProjectsExt("rebuilt", projects)
 	if err != nil {
 		return err
 	}
-	if err := c.conn.Exec(withExternal(ctx, pt), dayRefresh(c.ddl, where)); err != nil {
+	if err := c.conn.Exec(chconn.WithExternal(ctx, pt), dayRefresh(c.ddl, where)); err != nil {
 		return fmt.Errorf("refill %s: %w", dayRollup, err)
 	}
 	return c.foldGainsOf(ctx, projects)
@@ -113,11 +117,11 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 // the table, on every host of a cluster.
 func (c *ClickHouse) awaitMutations(ctx context.Context, table string) error {
 	mutations := "system.mutations"
-	if c.ddl.clustered() {
-		mutations = fmt.Sprintf("cluster(%s, system, mutations)", quoteString(c.ddl.topo.Cluster))
+	if c.ddl.Clustered() {
+		mutations = fmt.Sprintf("cluster(%s, system, mutations)", chconn.QuoteString(c.ddl.Topology().Cluster))
 	}
 	q := fmt.Sprintf("SELECT count() FROM %s WHERE database = %s AND table = %s AND is_done = 0",
-		mutations, quoteString(c.ddl.db), quoteString(c.ddl.localName(table)))
+		mutations, chconn.QuoteString(c.ddl.Database()), chconn.QuoteString(c.ddl.LocalName(table)))
 	for {
 		var n uint64
 		if err := c.conn.QueryRow(ctx, q).Scan(&n); err != nil {
@@ -132,4 +136,16 @@ func (c *ClickHouse) awaitMutations(ctx context.Context, table string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// joinInts writes xs as a list for IN (…).
+func joinInts[T int64 | uint32](xs []T) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strconv.FormatInt(int64(x), 10))
+	}
+	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/spool"
@@ -394,7 +395,7 @@ func TestFoldPreviousRelease(t *testing.T) {
 			t.Fatalf("%v\n%s", err, stmt)
 		}
 	}
-	dsn, err := clickhouse.ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,18 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+
+	"github.com/readsync/readsync/sink/chconn"
 )
+
+// dedupWindow is how many of a table's latest INSERTs a server that
+// supports deduplication tokens remembers (the MergeTree setting
+// non_replicated_deduplication_window, set by migration 4). An INSERT
+// repeated within that many INSERTs into the same table adds nothing. At
+// one INSERT per table per batch, 1000 covers weeks of hourly passes: far
+// longer than a spool waits for a server that took an INSERT but whose
+// answer was lost.
+const dedupWindow = 1000
 
 // migrations is the schema's history, oldest first: every database goes
 // through these steps in order, each once (see migration for the rules a
@@ -22,7 +33,7 @@ func migrations() []migration {
 		// statements all find their objects there already.
 		{id: 1, name: "create tables and views", sql: func(d ddl) []string {
 			stmts := []string{d.createDatabase()}
-			for _, t := range []tableDef{projectsTable.def(), messagesTable.def(), snapshotsTable.def(), runsTable.def()} {
+			for _, t := range []tableDef{ProjectsTable.def(), MessagesTable.def(), SnapshotsTable.def(), RunsTable.def()} {
 				stmts = append(stmts, d.createTable(t)...)
 			}
 			return append(stmts, d.createView(latestView, messageReadLatestV1(d)), d.createView(dailyView, projectReadDailyV1(d)))
@@ -43,7 +54,7 @@ func migrations() []migration {
 			return stmts
 		}},
 		// Exactly once where the server can: every INSERT carries a token
-		// derived from its rows (dedup.go), and a table remembers the
+		// derived from its rows (chconn's dedup.go), and a table remembers the
 		// tokens of its last dedupWindow INSERTs, so that a spool entry
 		// replayed after its first attempt reached the server adds
 		// nothing. The rollups that materialized views fill need the
@@ -52,13 +63,13 @@ func migrations() []migration {
 		// a token derived from the INSERT's. Replicated tables remember
 		// their INSERTs already; the others need the window, which 18.16
 		// lacks: there the step waits for the server's upgrade.
-		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: Server.DedupTokens, sql: func(d ddl) []string {
-			if d.clustered() {
+		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: chconn.Server.DedupTokens, sql: func(d ddl) []string {
+			if d.Clustered() {
 				return nil
 			}
 			var stmts []string
-			for _, t := range []string{projectsTable.name, messagesTable.name, snapshotsTable.name, runsTable.name, latestRollup, dailyRollup, snapshotRollup} {
-				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.table(t), settingDedupWindow, dedupWindow))
+			for _, t := range []string{ProjectsTable.name, MessagesTable.name, SnapshotsTable.name, RunsTable.name, latestRollup, dailyRollup, snapshotRollup} {
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.Table(t), chconn.SettingDedupWindow, dedupWindow))
 			}
 			return stmts
 		}},
@@ -66,7 +77,7 @@ func migrations() []migration {
 		// that did not run (skipped, missed) and the shard of each, and
 		// schedule_coverage counts them per schedule and day.
 		{id: 5, name: "schedule coverage", run: func(ctx context.Context, m *migrator) error {
-			if err := m.addColumn(ctx, runsTable.name, "shard", "String", "error"); err != nil {
+			if err := m.addColumn(ctx, RunsTable.name, "shard", "String", "error"); err != nil {
 				return err
 			}
 			return m.exec(ctx, m.ddl.createView(coverageView, scheduleCoverage(m.ddl)))

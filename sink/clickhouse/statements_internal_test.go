@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -134,8 +135,8 @@ var shapesOneServerRefuses = []struct {
 func TestNoStatementOnlyOneServerTakes(t *testing.T) {
 	db := sinktest.New(t)
 	ch := openTest(t, db.DSN)
-	rec := &recordingConn{Conn: ch.conn}
-	ch.conn = rec
+	rec := &recordingConn{}
+	ch.conn.Intercept(func(c driver.Conn) driver.Conn { rec.Conn = c; return rec })
 	exercise(t, ch, true)
 	if len(rec.sent) < 20 {
 		t.Fatalf("only %d statements recorded", len(rec.sent))
@@ -155,7 +156,7 @@ func TestShapeCheckCatchesTheUnaliasedJoin(t *testing.T) {
 	if !shapesOneServerRefuses[0].re.MatchString(old) {
 		t.Error("the unaliased JOIN passes the shape check")
 	}
-	for _, v := range rollupViews(ddl{db: "d"}) {
+	for _, v := range rollupViews(ddl{chconn.NewNames("d", chconn.Topology{})}) {
 		for _, s := range shapesOneServerRefuses {
 			if s.re.MatchString(v.query) {
 				t.Errorf("view %s: %s", v.name, s.reason)
@@ -188,10 +189,9 @@ func TestClusterStatementsOnOneServer(t *testing.T) {
 		}
 		t.Skipf("the test server defines no cluster %s", ddlCheckCluster)
 	}
-	ch := openTest(t, db.DSN, WithTopology(Topology{Cluster: ddlCheckCluster, ReplicaPath: "/readsync_ddl_check/{database}/{table}"}))
-	onCluster := " ON CLUSTER " + quoteIdent(ddlCheckCluster)
+	ch := openTest(t, db.DSN, WithTopology(chconn.Topology{Cluster: ddlCheckCluster, ReplicaPath: "/readsync_ddl_check/{database}/{table}"}))
+	onCluster := " ON CLUSTER " + chconn.QuoteIdent(ddlCheckCluster)
 	rec := &recordingConn{
-		Conn: ch.conn,
 		rewrite: func(q string) string {
 			q = strings.ReplaceAll(q, onCluster, "")
 			if i := strings.Index(q, "SELECT"); strings.HasPrefix(q, "INSERT") && i > 0 {
@@ -205,7 +205,7 @@ func TestClusterStatementsOnOneServer(t *testing.T) {
 		},
 		noRows: true,
 	}
-	ch.conn = rec
+	ch.conn.Intercept(func(c driver.Conn) driver.Conn { rec.Conn = c; return rec })
 	// Its replicated tables never catch up here, so every replica is
 	// stale to a reconcile, which reads none of those (readFreshReplicas):
 	// reconciles run on 18.16's real cluster.

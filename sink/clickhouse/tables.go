@@ -3,7 +3,6 @@ package clickhouse
 import (
 	"strings"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 )
 
@@ -78,8 +77,11 @@ func (t *table[R]) def() tableDef {
 	return tableDef{name: t.name, columns: cols, layout: t.layout}
 }
 
-// columnList is the INSERT's column list: "a, b, c".
-func (t *table[R]) columnList() string {
+// Name is the table's name in its database.
+func (t *table[R]) Name() string { return t.name }
+
+// ColumnList is the INSERT's column list: "a, b, c".
+func (t *table[R]) ColumnList() string {
 	names := make([]string, 0, len(t.columns)+len(t.batchColumns))
 	for _, c := range t.def().columns {
 		names = append(names, c.name)
@@ -87,25 +89,23 @@ func (t *table[R]) columnList() string {
 	return strings.Join(names, ", ")
 }
 
-// values puts the values of the row r of the batch b (nil for rows that
-// come without one, such as run records) into vals, in column order.
-func (t *table[R]) values(b *sink.Batch, r *R, vals []any) {
-	for i, c := range t.columns {
-		vals[i] = c.value(r)
+// RowValues appends the values of the row r's columns to vals, in column
+// order.
+func (t *table[R]) RowValues(vals []any, r *R) []any {
+	for _, c := range t.columns {
+		vals = append(vals, c.value(r))
 	}
-	for i, c := range t.batchColumns {
-		vals[len(t.columns)+i] = c.value(b)
-	}
+	return vals
 }
 
-// appender returns a function that appends one row of b to an INSERT,
-// reusing one slice of values across the rows.
-func (t *table[R]) appender(b *sink.Batch) func(driver.Batch, *R) error {
-	vals := make([]any, len(t.columns)+len(t.batchColumns))
-	return func(ib driver.Batch, r *R) error {
-		t.values(b, r, vals)
-		return ib.Append(vals...)
+// BatchValues appends to vals the values of the batch columns of the
+// batch b (nil for rows that come without one, such as run records), in
+// column order: they follow the row's in an INSERT.
+func (t *table[R]) BatchValues(vals []any, b *sink.Batch) []any {
+	for _, c := range t.batchColumns {
+		vals = append(vals, c.value(b))
 	}
+	return vals
 }
 
 // The tables. They are declarations, never modified. The version columns
@@ -113,7 +113,8 @@ func (t *table[R]) appender(b *sink.Batch) func(driver.Batch, *R) error {
 // write one key within a second, and ReplacingMergeTree would then keep
 // either row.
 var (
-	projectsTable = table[sink.Project]{
+	// ProjectsTable holds the projects, a row per write of each.
+	ProjectsTable = &table[sink.Project]{
 		name: "projects",
 		columns: []column[sink.Project]{
 			{"id", "Int64", func(p *sink.Project) any { return p.ID }},
@@ -131,7 +132,8 @@ var (
 		layout: layout{engine: engine{"ReplacingMergeTree", "version"}, orderBy: "id", shardBy: "id"},
 	}
 
-	messagesTable = table[sink.Message]{
+	// MessagesTable holds the projects' messages, a row per write of each.
+	MessagesTable = &table[sink.Message]{
 		name: "messages",
 		columns: []column[sink.Message]{
 			{"project_id", "Int64", func(m *sink.Message) any { return m.ProjectID }},
@@ -149,7 +151,9 @@ var (
 		layout: layout{engine: engine{"ReplacingMergeTree", "version"}, orderBy: "(project_id, id)", shardBy: "project_id"},
 	}
 
-	snapshotsTable = table[sink.Snapshot]{
+	// SnapshotsTable is message_read_snapshots: the messages' read
+	// statistics at each snapshot, a row per write of each.
+	SnapshotsTable = &table[sink.Snapshot]{
 		name: "message_read_snapshots",
 		columns: []column[sink.Snapshot]{
 			{"project_id", "Int64", func(s *sink.Snapshot) any { return s.ProjectID }},
@@ -176,11 +180,12 @@ var (
 		},
 	}
 
-	// sync_runs is sharded by run_id rather than at random: a run record
-	// replayed from the spool after an INSERT whose answer was lost goes
-	// to the same shard, where the replicated engine drops the identical
-	// block instead of keeping a second row.
-	runsTable = table[sink.Run]{
+	// RunsTable is sync_runs, the record of every pass and tick. It is
+	// sharded by run_id rather than at random: a run record replayed from
+	// the spool after an INSERT whose answer was lost goes to the same
+	// shard, where the replicated engine drops the identical block instead
+	// of keeping a second row.
+	RunsTable = &table[sink.Run]{
 		name: "sync_runs",
 		columns: []column[sink.Run]{
 			{"run_id", "String", func(r *sink.Run) any { return r.RunID }},

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -45,10 +46,10 @@ func TestTablesMatchRowJSON(t *testing.T) {
 		columns []string
 		row     reflect.Type
 	}{
-		{projectsTable.name, columnNames(&projectsTable), reflect.TypeFor[sink.Project]()},
-		{messagesTable.name, columnNames(&messagesTable), reflect.TypeFor[sink.Message]()},
-		{snapshotsTable.name, columnNames(&snapshotsTable), reflect.TypeFor[sink.Snapshot]()},
-		{runsTable.name, columnNames(&runsTable), reflect.TypeFor[sink.Run]()},
+		{ProjectsTable.name, columnNames(ProjectsTable), reflect.TypeFor[sink.Project]()},
+		{MessagesTable.name, columnNames(MessagesTable), reflect.TypeFor[sink.Message]()},
+		{SnapshotsTable.name, columnNames(SnapshotsTable), reflect.TypeFor[sink.Snapshot]()},
+		{RunsTable.name, columnNames(RunsTable), reflect.TypeFor[sink.Run]()},
 	} {
 		t.Run(tt.table, func(t *testing.T) {
 			fields := jsonNames(tt.row)
@@ -64,7 +65,7 @@ func TestTablesMatchRowJSON(t *testing.T) {
 	for i := range reflect.TypeFor[sink.Batch]().NumField() {
 		batchFields[reflect.TypeFor[sink.Batch]().Field(i).Name] = true
 	}
-	for _, c := range snapshotsTable.batchColumns {
+	for _, c := range SnapshotsTable.batchColumns {
 		if name := strings.ToUpper(c.name[:1]) + c.name[1:]; !batchFields[name] {
 			t.Errorf("batch column %s: Batch has no field %s to keep it in the spool", c.name, name)
 		}
@@ -78,7 +79,7 @@ func TestTablesMatchRowJSON(t *testing.T) {
 // description.
 func TestTablesRoundTripByColumnName(t *testing.T) {
 	db := sinktest.New(t)
-	dsn, err := ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,11 +109,11 @@ func TestTablesRoundTripByColumnName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for table, row := range map[string]any{
-		projectsTable.name: b.Projects[0], messagesTable.name: b.Messages[0], snapshotsTable.name: b.Snapshots[0], runsTable.name: run,
+		ProjectsTable.name: b.Projects[0], MessagesTable.name: b.Messages[0], SnapshotsTable.name: b.Snapshots[0], RunsTable.name: run,
 	} {
 		t.Run(table, func(t *testing.T) {
 			want := rowJSON(t, row)
-			if table == snapshotsTable.name {
+			if table == SnapshotsTable.name {
 				want["schedule"] = `"batch_schedule"`
 			}
 			got := readRow(t, db, table)
@@ -206,16 +207,16 @@ func readRow(t *testing.T, db *sinktest.DB, table string) map[string]string {
 // the columns added since at the end, and cluster mode differs only in
 // where the rows live.
 func TestCreateTableStatements(t *testing.T) {
-	single := ddl{db: "d"}
-	got := single.createTable(snapshotsTable.def())
+	single := ddl{chconn.NewNames("d", chconn.Topology{})}
+	got := single.createTable(SnapshotsTable.def())
 	want := "CREATE TABLE IF NOT EXISTS `d`.`message_read_snapshots` (\n    project_id Int64,\n    message_id Int64,\n    snapshot_at DateTime,\n" +
 		"    read_count UInt64,\n    total UInt64,\n    percent Float64,\n    fetched_at DateTime,\n    version UInt64,\n    schedule String\n) ENGINE = ReplacingMergeTree(version)\n" +
 		"PARTITION BY toYYYYMM(snapshot_at)\nORDER BY (project_id, message_id, snapshot_at)"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("single server:\n%s\nwant\n%s", strings.Join(got, "\n;\n"), want)
 	}
-	cluster := ddl{db: "d", topo: Topology{Cluster: "c"}}
-	got = cluster.createTable(runsTable.def())
+	cluster := ddl{chconn.NewNames("d", chconn.Topology{Cluster: "c"})}
+	got = cluster.createTable(RunsTable.def())
 	if len(got) != 2 {
 		t.Fatalf("cluster mode: %d statements, want the local table and the Distributed one", len(got))
 	}
@@ -235,7 +236,7 @@ func TestCreateTableStatements(t *testing.T) {
 			t.Errorf("statement %d:\n%s\nwant %s", i, got[i], want)
 		}
 	}
-	got = ddl{db: "d", topo: Topology{Cluster: "c", ReplicaPath: "/p/{table}"}}.createTable(projectsTable.def())
+	got = ddl{chconn.NewNames("d", chconn.Topology{Cluster: "c", ReplicaPath: "/p/{table}"})}.createTable(ProjectsTable.def())
 	if want := "ENGINE = ReplicatedReplacingMergeTree('/p/{table}', '{replica}', version)"; !strings.Contains(got[0], want) {
 		t.Errorf("%s\nwant %s", got[0], want)
 	}

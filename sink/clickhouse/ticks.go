@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // RecordRuns inserts run records with one INSERT: the ticks a daemon
@@ -15,7 +16,7 @@ func (c *ClickHouse) RecordRuns(ctx context.Context, runs []sink.Run) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return insert(ctx, c, &runsTable, nil, runs)
+	return chconn.Insert(ctx, c.conn, RunsTable, nil, runs)
 }
 
 // LastTicks returns, per schedule, the latest tick a daemon recorded
@@ -27,12 +28,12 @@ func (c *ClickHouse) LastTicks(ctx context.Context, index int) (map[string]time.
 	}
 	shard := "shard = ''"
 	if index >= 0 {
-		shard = "splitByChar('/', shard)[1] = " + quoteString(strconv.Itoa(index))
+		shard = "splitByChar('/', shard)[1] = " + chconn.QuoteString(strconv.Itoa(index))
 	}
-	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.ddl.table(runsTable.name), shard)
-	ats, err := queryMap[string, uint32](ctx, c.conn, q)
+	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.ddl.Table(RunsTable.name), shard)
+	ats, err := chconn.QueryMap[string, uint32](ctx, c.conn, q)
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("last recorded ticks: %w", err))
+		return nil, c.conn.Redact(fmt.Errorf("last recorded ticks: %w", err))
 	}
 	last := make(map[string]time.Time, len(ats))
 	for schedule, at := range ats {

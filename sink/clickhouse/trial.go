@@ -5,8 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // TryMigrations finds out, without touching the database, whether this
@@ -14,7 +15,7 @@ import (
 // every migration to a scratch database, named after the database and
 // dropped again before it returns. A statement the server's dialect or the
 // user's rights refuse fails it as it would fail the real migration (see
-// Refused). The scratch database holds no rows, so the data folds have
+// sink.Refused). The scratch database holds no rows, so the data folds have
 // nothing to do: what it proves is the statements and the rights.
 //
 // In cluster mode the scratch tables replicate under a ZooKeeper path of
@@ -23,22 +24,23 @@ import (
 func (c *ClickHouse) TryMigrations(ctx context.Context) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	name := c.ddl.db + "_readsync_check_" + hex.EncodeToString(b[:])
-	topo := c.ddl.topo
+	name := c.ddl.Database() + "_readsync_check_" + hex.EncodeToString(b[:])
+	topo := c.ddl.Topology()
 	if topo.Cluster != "" {
-		topo.ReplicaPath = "/readsync_check_" + hex.EncodeToString(b[:]) + c.ddl.replicaPath()
+		topo.ReplicaPath = "/readsync_check_" + hex.EncodeToString(b[:]) + c.ddl.ReplicaPath()
 	}
-	scratch := &ClickHouse{conn: c.conn, opts: c.opts, ddl: ddl{db: name, topo: topo}, password: c.password, log: slog.New(slog.DiscardHandler)}
+	names := chconn.NewNames(name, topo)
+	scratch := &ClickHouse{conn: c.conn.ForDatabase(names), ddl: ddl{names}}
 	defer func() {
 		// The scratch database goes even when ctx has ended.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := c.conn.Exec(dctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+c.ddl.onCluster()); err != nil {
-			c.log.Warn("scratch database of a migration trial not dropped", "database", name, "err", c.redact(err))
+		if err := c.conn.Exec(dctx, "DROP DATABASE IF EXISTS "+chconn.QuoteIdent(name)+c.ddl.OnCluster()); err != nil {
+			c.conn.Log().Warn("scratch database of a migration trial not dropped", "database", name, "err", c.conn.Redact(err))
 		}
 	}()
 	if err := scratch.migrate(ctx, migrations()); err != nil {
-		return c.redact(fmt.Errorf("tried in the scratch database %q: %w", name, err))
+		return c.conn.Redact(fmt.Errorf("tried in the scratch database %q: %w", name, err))
 	}
 	return nil
 }
@@ -48,12 +50,12 @@ func (c *ClickHouse) TryMigrations(ctx context.Context) error {
 // no longer accepts, fails it.
 func (c *ClickHouse) CheckViews(ctx context.Context) error {
 	for _, v := range Views() {
-		rows, err := c.conn.Query(ctx, "SELECT * FROM "+c.ddl.table(v)+" LIMIT 0")
+		rows, err := c.conn.Query(ctx, "SELECT * FROM "+c.ddl.Table(v)+" LIMIT 0")
 		if err == nil {
 			err = rows.Close()
 		}
 		if err != nil {
-			return c.redact(fmt.Errorf("view %s: %w", v, err))
+			return c.conn.Redact(fmt.Errorf("view %s: %w", v, err))
 		}
 	}
 	return nil

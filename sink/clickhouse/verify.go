@@ -12,6 +12,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // Verify compares every view users query with its brute force over the
@@ -179,18 +180,18 @@ func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (VerifyReport,
 	}
 	if !v.Current() {
 		return VerifyReport{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
-			"apply them first (readsync --migrate)", c.ddl.db, v.Applied, strings.Join(v.Pending, ", "))
+			"apply them first (readsync --migrate)", c.ddl.Database(), v.Applied, strings.Join(v.Pending, ", "))
 	}
-	from := dayStart(uint32(sink.TimeOf(since)))
+	from := chconn.DayStart(uint32(sink.TimeOf(since)))
 	rep := VerifyReport{Since: sink.Time(from).Time()}
 	brute, err := c.bruteForce(ctx, from)
 	if err != nil {
-		return rep, c.redact(fmt.Errorf("verify: brute force: %w", err))
+		return rep, c.conn.Redact(fmt.Errorf("verify: brute force: %w", err))
 	}
 	for _, shape := range viewShapes {
 		got, err := c.readView(ctx, shape, from)
 		if err != nil {
-			return rep, c.redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
+			return rep, c.conn.Redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
 		}
 		rep.Views = append(rep.Views, compareRows(shape, got, brute[shape.name]))
 	}
@@ -207,20 +208,20 @@ func (c *ClickHouse) readView(ctx context.Context, shape viewShape, from uint32)
 	for _, col := range shape.values {
 		cols = append(cols, col.sql())
 	}
-	bound := dateTime(from)
+	bound := chconn.DateTime(from)
 	if shape.since.kind == kindDate {
-		bound = quoteDate(sink.Time(from).Time())
+		bound = chconn.QuoteDate(sink.Time(from).Time())
 	}
 	// 18.16 pushes the window into the view only with this setting.
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= %s SETTINGS enable_optimize_predicate_expression = 1",
-		strings.Join(cols, ", "), c.ddl.table(shape.name), shape.since.name, bound)
+		strings.Join(cols, ", "), c.ddl.Table(shape.name), shape.since.name, bound)
 	out := viewRows{}
 	vals := make([]string, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	err := c.queryEach(ctx, q, func(rows driver.Rows) error {
+	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}

@@ -49,14 +49,14 @@ func indent(q string) string {
 // withProject returns the FROM clause that adds the project's nft and name
 // to the rows of the subquery left, by project_id.
 func withProject(d ddl, left string) string {
-	right := fmt.Sprintf("SELECT id AS project_id, nft, name AS project_name%s\nFROM %s FINAL", d.finalVersion(), d.table(projectsTable.name))
+	right := fmt.Sprintf("SELECT id AS project_id, nft, name AS project_name%s\nFROM %s FINAL", d.FinalVersion(), d.Table(ProjectsTable.name))
 	return anyLeftJoin(left, right, "project_id")
 }
 
 // withSubject returns the FROM clause that adds each message's subject to
 // the rows of the subquery left, by project_id and message_id.
 func withSubject(d ddl, left string) string {
-	right := fmt.Sprintf("SELECT project_id, id AS message_id, subject%s\nFROM %s FINAL", d.finalVersion(), d.table(messagesTable.name))
+	right := fmt.Sprintf("SELECT project_id, id AS message_id, subject%s\nFROM %s FINAL", d.FinalVersion(), d.Table(MessagesTable.name))
 	return anyLeftJoin(left, right, "project_id, message_id")
 }
 
@@ -75,7 +75,7 @@ func messageReadLatestV1(d ddl) string {
     argMax(total, (snapshot_at, version)) AS last_total,
     argMax(percent, (snapshot_at, version)) AS last_percent
 FROM %s
-GROUP BY project_id, message_id`, d.table(snapshotsTable.name))
+GROUP BY project_id, message_id`, d.Table(SnapshotsTable.name))
 	messages := "SELECT project_id, message_id, subject, last_snapshot_at, last_read_count, last_total, last_percent\nFROM " + withSubject(d, latest)
 	return `SELECT
     project_id,
@@ -108,7 +108,7 @@ FROM
     FROM %s
     GROUP BY project_id, message_id, day
 )
-GROUP BY day, project_id`, d.table(snapshotsTable.name))
+GROUP BY day, project_id`, d.Table(SnapshotsTable.name))
 	return "SELECT day, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, days)
 }
 
@@ -141,7 +141,7 @@ FROM
     SELECT project_id, message_id, maxMerge(latest_row) AS message_row
     FROM %s
     GROUP BY project_id, message_id
-)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal), rowPercent, d.table(latestRollup))
+)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowReadCount), rowUInt64("message_row", rowTotal), rowPercent, d.Table(latestRollup))
 	messages := "SELECT project_id, message_id, subject, snapshot_at, read_count, total, percent\nFROM " + withSubject(d, decoded)
 	return "SELECT project_id, nft, project_name, message_id, subject, snapshot_at, read_count, total, percent\nFROM " + withProject(d, messages)
 }
@@ -156,7 +156,7 @@ FROM
     SELECT project_id, day, argMaxMerge(day_state) AS day_values
     FROM %s
     GROUP BY project_id, day
-)`, d.table(dayRollup))
+)`, d.Table(dayRollup))
 	return "SELECT day, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, days)
 }
 
@@ -178,7 +178,7 @@ FROM
     FROM %s
     GROUP BY project_id, snapshot_at, version
 )
-GROUP BY project_id, snapshot_at`, d.table(snapshotRollup))
+GROUP BY project_id, snapshot_at`, d.Table(snapshotRollup))
 	return "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, writes)
 }
 
@@ -197,7 +197,7 @@ FROM
     SELECT project_id, snapshot_at, argMax((gain_snap_messages, gain_snap_reads, gain_snap_total), gain_key) AS w
     FROM %s
     GROUP BY project_id, snapshot_at
-)`, d.table(gainsRollup))
+)`, d.Table(gainsRollup))
 	return "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, snaps)
 }
 
@@ -234,7 +234,7 @@ FROM
     WHERE trigger = 'cron'
     GROUP BY schedule, tick, day
 )
-GROUP BY schedule, day`, d.table(runsTable.name))
+GROUP BY schedule, day`, d.Table(RunsTable.name))
 }
 
 // gainsPerSnapshot selects, per project and snapshot, the values of the
@@ -246,7 +246,7 @@ func gainsPerSnapshot(d ddl) string {
     snapshot_at,
     argMax((gain_prev_at, gain_messages, gain_new_messages, gain_reads, gain_missed_ticks), gain_key) AS g
 FROM %s
-GROUP BY project_id, snapshot_at`, d.table(gainsRollup))
+GROUP BY project_id, snapshot_at`, d.Table(gainsRollup))
 }
 
 // projectReadGains is project_read_gains: per project and snapshot, the
@@ -285,7 +285,7 @@ FROM
     SELECT project_id, day, argMaxMerge(day_gain_state) AS v
     FROM %s
     GROUP BY project_id, day
-)`, d.table(dayGainsRollup))
+)`, d.Table(dayGainsRollup))
 	return "SELECT day, project_id, nft, project_name, snapshots, new_messages, reads_gained, missed_ticks\nFROM " + withProject(d, days)
 }
 

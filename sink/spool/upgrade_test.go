@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/spool"
@@ -36,7 +37,7 @@ func TestReplaysPreviousReleaseEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := sinktest.New(t)
-	dsn, err := clickhouse.ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}

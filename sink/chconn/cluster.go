@@ -1,4 +1,4 @@
-package clickhouse
+package chconn
 
 import (
 	"context"
@@ -22,16 +22,13 @@ type Host struct {
 	Err error
 }
 
-// Clustered reports whether the tables live on a cluster, and its name.
-func (c *ClickHouse) Clustered() (string, bool) { return c.ddl.topo.Cluster, c.ddl.clustered() }
-
-// clusterHosts lists the hosts of the configured cluster. A cluster the
+// ClusterHosts lists the hosts of the configured cluster. A cluster the
 // server does not know is an error that names the ones it knows.
-func (c *ClickHouse) clusterHosts(ctx context.Context) ([]Host, error) {
+func (c *Conn) ClusterHosts(ctx context.Context) ([]Host, error) {
 	rows, err := c.conn.Query(ctx, "SELECT shard_num, replica_num, host_name, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num",
-		c.ddl.topo.Cluster)
+		c.names.topo.Cluster)
 	if err != nil {
-		return nil, c.redact(fmt.Errorf("read system.clusters: %w", err))
+		return nil, c.Redact(fmt.Errorf("read system.clusters: %w", err))
 	}
 	defer rows.Close()
 	var hosts []Host
@@ -42,20 +39,20 @@ func (c *ClickHouse) clusterHosts(ctx context.Context) ([]Host, error) {
 			port uint16
 		)
 		if err := rows.Scan(&h.Shard, &h.Replica, &name, &port); err != nil {
-			return nil, c.redact(fmt.Errorf("read system.clusters: %w", err))
+			return nil, c.Redact(fmt.Errorf("read system.clusters: %w", err))
 		}
 		h.Address = net.JoinHostPort(name, strconv.Itoa(int(port)))
 		hosts = append(hosts, h)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, c.redact(fmt.Errorf("read system.clusters: %w", err))
+		return nil, c.Redact(fmt.Errorf("read system.clusters: %w", err))
 	}
 	if len(hosts) == 0 {
-		known, err := queryColumn[string](ctx, c.conn, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster")
+		known, err := QueryColumn[string](ctx, c.conn, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster")
 		if err != nil {
-			return nil, c.redact(fmt.Errorf("read system.clusters: %w", err))
+			return nil, c.Redact(fmt.Errorf("read system.clusters: %w", err))
 		}
-		return nil, fmt.Errorf("cluster %q is not in the server's remote_servers (it has: %s)", c.ddl.topo.Cluster, strings.Join(known, ", "))
+		return nil, fmt.Errorf("cluster %q is not in the server's remote_servers (it has: %s)", c.names.topo.Cluster, strings.Join(known, ", "))
 	}
 	return hosts, nil
 }
@@ -64,8 +61,8 @@ func (c *ClickHouse) clusterHosts(ctx context.Context) ([]Host, error) {
 // settings, and reports each one's version or why it did not answer. The
 // error is for the list itself: an unknown cluster, or the server not
 // answering.
-func (c *ClickHouse) Hosts(ctx context.Context) ([]Host, error) {
-	hosts, err := c.clusterHosts(ctx)
+func (c *Conn) Hosts(ctx context.Context) ([]Host, error) {
+	hosts, err := c.ClusterHosts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -75,26 +72,27 @@ func (c *ClickHouse) Hosts(ctx context.Context) ([]Host, error) {
 	return hosts, nil
 }
 
-// openHost connects to one host with the DSN's credentials and settings.
-func (c *ClickHouse) openHost(addr string) (driver.Conn, error) {
+// OpenHost connects to one host with the DSN's credentials and settings,
+// for statements ON CLUSTER cannot run. The caller closes the connection.
+func (c *Conn) OpenHost(addr string) (driver.Conn, error) {
 	opts := c.opts
 	opts.Addr = []string{addr}
 	conn, err := clickhouse.Open(&opts)
-	return conn, c.redact(err)
+	return conn, c.Redact(err)
 }
 
-func (c *ClickHouse) reach(ctx context.Context, addr string) (string, error) {
-	conn, err := c.openHost(addr)
+func (c *Conn) reach(ctx context.Context, addr string) (string, error) {
+	conn, err := c.OpenHost(addr)
 	if err != nil {
 		return "", err
 	}
 	defer conn.Close()
 	if err := conn.Ping(ctx); err != nil {
-		return "", c.redact(err)
+		return "", c.Redact(err)
 	}
 	v, err := conn.ServerVersion()
 	if err != nil {
-		return "", c.redact(err)
+		return "", c.Redact(err)
 	}
 	return fmt.Sprintf("%d.%d.%d", v.Version.Major, v.Version.Minor, v.Version.Patch), nil
 }

@@ -1,4 +1,4 @@
-package clickhouse
+package chconn
 
 import (
 	"crypto/sha256"
@@ -13,15 +13,6 @@ import (
 	"github.com/readsync/readsync/sink"
 )
 
-// dedupWindow is how many of a table's latest INSERTs a server that
-// supports deduplication tokens remembers (the MergeTree setting
-// non_replicated_deduplication_window, set by migration 4). An INSERT
-// repeated within that many INSERTs into the same table adds nothing. At
-// one INSERT per table per batch, 1000 covers weeks of hourly passes: far
-// longer than a spool waits for a server that took an INSERT but whose
-// answer was lost.
-const dedupWindow = 1000
-
 // insertToken is the deduplication token of an INSERT of rows into t: a
 // digest of the table's name and of every value the INSERT carries, in
 // column order. An INSERT repeated with the same rows, a spool entry
@@ -34,15 +25,17 @@ const dedupWindow = 1000
 // A table's batch columns hold one value for all the rows of an INSERT,
 // written once after the table's name; a table without them (all but the
 // snapshots) keeps the digest earlier releases computed.
-func insertToken[R any](t *table[R], b *sink.Batch, rows []R) string {
+func insertToken[R any](t Table[R], b *sink.Batch, rows []R) string {
 	w := tokenWriter{h: sha256.New()}
-	w.string(t.name)
-	for _, c := range t.batchColumns {
-		w.value(c.value(b))
+	w.string(t.Name())
+	for _, v := range t.BatchValues(nil, b) {
+		w.value(v)
 	}
+	var vals []any
 	for i := range rows {
-		for _, c := range t.columns {
-			w.value(c.value(&rows[i]))
+		vals = t.RowValues(vals[:0], &rows[i])
+		for _, v := range vals {
+			w.value(v)
 		}
 	}
 	return "readsync-v1-" + hex.EncodeToString(w.h.Sum(nil))

@@ -1,36 +1,33 @@
-package clickhouse
+package chconn_test
 
 import (
-	"crypto/sha256"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/clickhouse"
 )
 
 // Every column of every table has an encoding of its own in the token, so
 // that two INSERTs that differ in any value differ in their tokens.
 func TestInsertTokenEncodesEveryColumn(t *testing.T) {
-	w := tokenWriter{h: sha256.New()}
-	check := func(table, column string, v any) {
-		if !w.value(v) {
-			t.Errorf("%s.%s: no encoding for %T", table, column, v)
+	checkColumns(t, clickhouse.ProjectsTable, &sink.Project{})
+	checkColumns(t, clickhouse.MessagesTable, &sink.Message{})
+	checkColumns(t, clickhouse.SnapshotsTable, &sink.Snapshot{})
+	checkColumns(t, clickhouse.RunsTable, &sink.Run{})
+}
+
+// checkColumns checks that the token has an encoding of its own for the
+// value of every column of table, the batch's included, in a zero row.
+func checkColumns[R any](t *testing.T, table chconn.Table[R], row *R) {
+	t.Helper()
+	columns := strings.Split(table.ColumnList(), ", ")
+	for i, v := range table.BatchValues(table.RowValues(nil, row), &sink.Batch{}) {
+		if !chconn.EncodesValue(v) {
+			t.Errorf("%s.%s: no encoding for %T", table.Name(), columns[i], v)
 		}
-	}
-	for _, c := range projectsTable.columns {
-		check(projectsTable.name, c.name, c.value(&sink.Project{}))
-	}
-	for _, c := range messagesTable.columns {
-		check(messagesTable.name, c.name, c.value(&sink.Message{}))
-	}
-	for _, c := range snapshotsTable.columns {
-		check(snapshotsTable.name, c.name, c.value(&sink.Snapshot{}))
-	}
-	for _, c := range snapshotsTable.batchColumns {
-		check(snapshotsTable.name, c.name, c.value(&sink.Batch{}))
-	}
-	for _, c := range runsTable.columns {
-		check(runsTable.name, c.name, c.value(&sink.Run{}))
 	}
 }
 
@@ -45,8 +42,8 @@ func TestInsertToken(t *testing.T) {
 		}
 	}
 	b := &sink.Batch{Schedule: "hourly"}
-	base := insertToken(&snapshotsTable, b, rows())
-	if again := insertToken(&snapshotsTable, b, rows()); again != base {
+	base := chconn.InsertToken(clickhouse.SnapshotsTable, b, rows())
+	if again := chconn.InsertToken(clickhouse.SnapshotsTable, b, rows()); again != base {
 		t.Errorf("the same rows give %s, then %s", base, again)
 	}
 	for name, change := range map[string]func([]sink.Snapshot){
@@ -57,15 +54,15 @@ func TestInsertToken(t *testing.T) {
 	} {
 		r := rows()
 		change(r)
-		if insertToken(&snapshotsTable, b, r) == base {
+		if chconn.InsertToken(clickhouse.SnapshotsTable, b, r) == base {
 			t.Errorf("a change of %s keeps the token", name)
 		}
 	}
-	if insertToken(&snapshotsTable, &sink.Batch{Schedule: "daily"}, rows()) == base {
+	if chconn.InsertToken(clickhouse.SnapshotsTable, &sink.Batch{Schedule: "daily"}, rows()) == base {
 		t.Error("the same rows written by another schedule's pass keep the token")
 	}
 	runs := []sink.Run{{RunID: "a"}}
-	if insertToken(&runsTable, nil, runs) == insertToken(&runsTable, nil, []sink.Run{{RunID: "b"}}) {
+	if chconn.InsertToken(clickhouse.RunsTable, nil, runs) == chconn.InsertToken(clickhouse.RunsTable, nil, []sink.Run{{RunID: "b"}}) {
 		t.Error("run records that differ share a token")
 	}
 	// Pinned: a spool entry written by this release is replayed by a
@@ -90,6 +87,6 @@ func BenchmarkInsertToken(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		insertToken(&snapshotsTable, &sink.Batch{Schedule: "hourly"}, rows)
+		chconn.InsertToken(clickhouse.SnapshotsTable, &sink.Batch{Schedule: "hourly"}, rows)
 	}
 }

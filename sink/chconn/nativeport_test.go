@@ -1,4 +1,4 @@
-package clickhouse_test
+package chconn_test
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
-func mustDSN(t *testing.T, s string) clickhouse.DSN {
+func mustDSN(t *testing.T, s string) chconn.DSN {
 	t.Helper()
-	d, err := clickhouse.ParseDSN(s)
+	d, err := chconn.ParseDSN(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestCheckNativePort(t *testing.T) {
 	err = mustDSN(t, "clickhouse://default:pa55word@"+httpAddr+"/db").CheckNativePort(context.Background())
 	want := httpAddr + ` answered the native protocol's hello with an HTTP reply ("HTTP/1.1 400 Bad Request"): ` +
 		`that is ClickHouse's HTTP port; use its native port (tcp_port, 9000 by default) in a clickhouse:// DSN`
-	var hp *clickhouse.HTTPPortError
+	var hp *chconn.HTTPPortError
 	if err == nil || err.Error() != want || !errors.As(err, &hp) || hp.Addr != httpAddr {
 		t.Errorf("HTTP port: %v\nwant %s", err, want)
 	}

@@ -1,4 +1,4 @@
-package clickhouse
+package chconn
 
 import (
 	"context"
@@ -34,9 +34,9 @@ type Server struct {
 const (
 	// settingDedupToken makes an INSERT carry its own deduplication token.
 	settingDedupToken = "insert_deduplication_token"
-	// settingDedupWindow is the MergeTree setting with which a table that
+	// SettingDedupWindow is the MergeTree setting with which a table that
 	// is not replicated remembers the tokens of its last INSERTs.
-	settingDedupWindow = "non_replicated_deduplication_window"
+	SettingDedupWindow = "non_replicated_deduplication_window"
 )
 
 // oldestTested is the oldest ClickHouse release the tests run on; readsync
@@ -56,12 +56,12 @@ func (s Server) Tested() bool { return proto.CheckMinVersion(oldestTested, s.Ver
 // settings are needed, the table's window and the query's token. 18.16 has
 // neither.
 func (s Server) DedupTokens() bool {
-	return slices.Contains(s.has, settingDedupToken) && slices.Contains(s.has, settingDedupWindow)
+	return slices.Contains(s.has, settingDedupToken) && slices.Contains(s.has, SettingDedupWindow)
 }
 
 // Server returns the server readsync writes to, read on the first call
 // that reaches it and kept for the connection's life.
-func (c *ClickHouse) Server(ctx context.Context) (Server, error) {
+func (c *Conn) Server(ctx context.Context) (Server, error) {
 	c.serverMu.Lock()
 	defer c.serverMu.Unlock()
 	if c.server != nil {
@@ -69,7 +69,7 @@ func (c *ClickHouse) Server(ctx context.Context) (Server, error) {
 	}
 	s, err := readServer(ctx, c)
 	if err != nil {
-		return Server{}, c.redact(err)
+		return Server{}, c.Redact(err)
 	}
 	c.server = &s
 	if !s.Tested() {
@@ -80,7 +80,7 @@ func (c *ClickHouse) Server(ctx context.Context) (Server, error) {
 	return s, nil
 }
 
-func readServer(ctx context.Context, c *ClickHouse) (Server, error) {
+func readServer(ctx context.Context, c *Conn) (Server, error) {
 	if err := c.conn.Ping(ctx); err != nil {
 		return Server{}, fmt.Errorf("ping ClickHouse: %w", err)
 	}
@@ -93,12 +93,12 @@ func readServer(ctx context.Context, c *ClickHouse) (Server, error) {
 		return Server{}, fmt.Errorf("ClickHouse server version: %w", err)
 	}
 	// Names as literals: servers bind a slice parameter differently.
-	settings, err := queryColumn[string](ctx, c.conn, "SELECT name FROM system.settings WHERE name = "+quoteString(settingDedupToken))
+	settings, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.settings WHERE name = "+QuoteString(settingDedupToken))
 	if err != nil {
 		return Server{}, fmt.Errorf("read system.settings: %w", err)
 	}
 	// system.merge_tree_settings exists on every tested release.
-	mt, err := queryColumn[string](ctx, c.conn, "SELECT name FROM system.merge_tree_settings WHERE name = "+quoteString(settingDedupWindow))
+	mt, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.merge_tree_settings WHERE name = "+QuoteString(SettingDedupWindow))
 	if err != nil {
 		return Server{}, fmt.Errorf("read system.merge_tree_settings: %w", err)
 	}
