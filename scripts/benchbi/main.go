@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.runs, "runs", 5, "runs of each new query; the median is shown")
 	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on release 5013242's views (0 skips them)")
 	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
-	fs.StringVar(&o.oldSchema, "old-schema", "sink/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
+	fs.StringVar(&o.oldSchema, "old-schema", "sink/schema/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
 	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -7,16 +7,16 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
-	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // Every column of every table has an encoding of its own in the token, so
 // that two INSERTs that differ in any value differ in their tokens.
 func TestInsertTokenEncodesEveryColumn(t *testing.T) {
-	checkColumns(t, clickhouse.ProjectsTable, &sink.Project{})
-	checkColumns(t, clickhouse.MessagesTable, &sink.Message{})
-	checkColumns(t, clickhouse.SnapshotsTable, &sink.Snapshot{})
-	checkColumns(t, clickhouse.RunsTable, &sink.Run{})
+	checkColumns(t, schema.ProjectsTable, &sink.Project{})
+	checkColumns(t, schema.MessagesTable, &sink.Message{})
+	checkColumns(t, schema.SnapshotsTable, &sink.Snapshot{})
+	checkColumns(t, schema.RunsTable, &sink.Run{})
 }
 
 // checkColumns checks that the token has an encoding of its own for the
@@ -42,8 +42,8 @@ func TestInsertToken(t *testing.T) {
 		}
 	}
 	b := &sink.Batch{Schedule: "hourly"}
-	base := chconn.InsertToken(clickhouse.SnapshotsTable, b, rows())
-	if again := chconn.InsertToken(clickhouse.SnapshotsTable, b, rows()); again != base {
+	base := chconn.InsertToken(schema.SnapshotsTable, b, rows())
+	if again := chconn.InsertToken(schema.SnapshotsTable, b, rows()); again != base {
 		t.Errorf("the same rows give %s, then %s", base, again)
 	}
 	for name, change := range map[string]func([]sink.Snapshot){
@@ -54,15 +54,15 @@ func TestInsertToken(t *testing.T) {
 	} {
 		r := rows()
 		change(r)
-		if chconn.InsertToken(clickhouse.SnapshotsTable, b, r) == base {
+		if chconn.InsertToken(schema.SnapshotsTable, b, r) == base {
 			t.Errorf("a change of %s keeps the token", name)
 		}
 	}
-	if chconn.InsertToken(clickhouse.SnapshotsTable, &sink.Batch{Schedule: "daily"}, rows()) == base {
+	if chconn.InsertToken(schema.SnapshotsTable, &sink.Batch{Schedule: "daily"}, rows()) == base {
 		t.Error("the same rows written by another schedule's pass keep the token")
 	}
 	runs := []sink.Run{{RunID: "a"}}
-	if chconn.InsertToken(clickhouse.RunsTable, nil, runs) == chconn.InsertToken(clickhouse.RunsTable, nil, []sink.Run{{RunID: "b"}}) {
+	if chconn.InsertToken(schema.RunsTable, nil, runs) == chconn.InsertToken(schema.RunsTable, nil, []sink.Run{{RunID: "b"}}) {
 		t.Error("run records that differ share a token")
 	}
 	// Pinned: a spool entry written by this release is replayed by a
@@ -87,6 +87,6 @@ func BenchmarkInsertToken(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		chconn.InsertToken(clickhouse.SnapshotsTable, &sink.Batch{Schedule: "hourly"}, rows)
+		chconn.InsertToken(schema.SnapshotsTable, &sink.Batch{Schedule: "hourly"}, rows)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // The brute force of every view (see verify.go): what each view defines,
@@ -35,19 +36,19 @@ type bruteRow struct {
 // bruteForce returns every view's rows in the window from from on.
 func (c *ClickHouse) bruteForce(ctx context.Context, from uint32) (map[string]viewRows, error) {
 	out := map[string]viewRows{}
-	for _, v := range Views() {
+	for _, v := range schema.Views() {
 		out[v] = viewRows{}
 	}
 	names, err := c.bruteNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ticks, err := c.bruteCoverage(ctx, from, out[coverageView])
+	ticks, err := c.bruteCoverage(ctx, from, out[schema.CoverageView])
 	if err != nil {
 		return nil, err
 	}
 	counts, err := chconn.QueryMap[int64, uint64](ctx, c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
-		c.ddl.Table(SnapshotsTable.name), chconn.DateTime(from)))
+		c.names.Table(schema.SnapshotsTable.Name()), chconn.DateTime(from)))
 	if err != nil {
 		return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
 	}
@@ -84,7 +85,7 @@ type bruteNamesOf struct {
 
 func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	n := bruteNamesOf{projects: map[int64][2]string{}, subjects: map[msgKey]string{}}
-	err := chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.ddl.Table(ProjectsTable.name)+" GROUP BY id",
+	err := chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
 		func(rows driver.Rows) error {
 			var (
 				id        int64
@@ -99,7 +100,7 @@ func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	if err != nil {
 		return n, fmt.Errorf("read the projects' names: %w", err)
 	}
-	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.ddl.Table(MessagesTable.name)+" GROUP BY project_id, id",
+	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
 		func(rows driver.Rows) error {
 			var (
 				k       msgKey
@@ -127,7 +128,7 @@ func (c *ClickHouse) bruteCoverage(ctx context.Context, from uint32, rows viewRo
 	}
 	type fate struct{ run, ok, skipped, missed bool }
 	fates := map[tick]*fate{}
-	err := chconn.QueryEach(ctx, c.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.ddl.Table(RunsTable.name)+" WHERE trigger = 'cron'",
+	err := chconn.QueryEach(ctx, c.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
 		func(r driver.Rows) error {
 			var (
 				t      tick
@@ -201,7 +202,7 @@ func (c *ClickHouse) bruteStep(ctx context.Context, projects []int64, from uint3
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
 FROM %s
 WHERE %s AND snapshot_at >= %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
 	// Each message's newest row at each of its snapshots, in order.
 	var (
 		msg     []bruteRow
@@ -254,7 +255,7 @@ FROM
     FROM %s
     WHERE %s AND snapshot_at < %s
     GROUP BY project_id, message_id
-)`, c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+)`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
@@ -278,15 +279,15 @@ func (c *ClickHouse) bruteSchedules(ctx context.Context, projects []int64, from 
 		"SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
 		"SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
 	} {
-		table := SnapshotsTable.name
+		table := schema.SnapshotsTable.Name()
 		if strings.Contains(q, "any(") {
-			table = legacySchedules
+			table = schema.LegacySchedules
 		}
 		pt, err := chconn.ProjectsExt("verified", projects)
 		if err != nil {
 			return nil, err
 		}
-		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf(q, c.ddl.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
+		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf(q, c.names.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
 			func(rows driver.Rows) error {
 				var (
 					t gainTarget
@@ -364,7 +365,7 @@ func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow
 func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, ticks map[string][]uint32, out map[string]viewRows) {
 	name := func(p int64) string { n := names.projects[p]; return n[0] + "\t" + n[1] }
 	for k, r := range a.latest {
-		out[latestView][fmt.Sprint(k.project, "\t", k.message)] = strings.Join([]string{name(k.project), names.subjects[k],
+		out[schema.LatestView][fmt.Sprint(k.project, "\t", k.message)] = strings.Join([]string{name(k.project), names.subjects[k],
 			strconv.FormatUint(uint64(r.at), 10), strconv.FormatUint(r.reads, 10), strconv.FormatUint(r.total, 10),
 			strconv.FormatUint(math.Float64bits(r.percent), 10)}, "\t")
 	}
@@ -374,7 +375,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 			reads += r.reads
 			total += r.total
 		}
-		out[dailyView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" +
+		out[schema.DailyView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" +
 			joinNumbers(uint64(len(rs)), reads, total) + "\t" + rateText(reads, total)
 	}
 	for t, rs := range a.writes {
@@ -387,7 +388,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 				n, reads, total = n+1, reads+r.reads, total+r.total
 			}
 		}
-		out[snapshotView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + joinNumbers(n, reads, total) + "\t" + rateText(reads, total)
+		out[schema.SnapshotView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + joinNumbers(n, reads, total) + "\t" + rateText(reads, total)
 	}
 	type dayGain struct {
 		snapshots, newMessages, reads, missed uint64
@@ -402,7 +403,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 				}
 			}
 		}
-		out[gainsView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + strconv.FormatUint(uint64(g.prevAt), 10) + "\t" +
+		out[schema.GainsView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + strconv.FormatUint(uint64(g.prevAt), 10) + "\t" +
 			joinNumbers(g.messages, g.newMessages) + "\t" + strconv.FormatInt(int64(g.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
 		pd := chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}
 		d := days[pd]
@@ -416,7 +417,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		d.missed += missed
 	}
 	for pd, d := range days {
-		out[dailyGainsView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
+		out[schema.DailyGainsView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
 			strconv.FormatInt(int64(d.reads), 10) + "\t" + strconv.FormatUint(d.missed, 10)
 	}
 }

@@ -12,13 +12,14 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // ClickHouse writes rows to a ClickHouse server over the native protocol.
 // It is safe for concurrent use; Close releases its connections.
 type ClickHouse struct {
-	conn *chconn.Conn
-	ddl  ddl // names the database and the tables in it
+	conn  *chconn.Conn
+	names chconn.Names // names the database and the tables in it
 
 	schemaMu   sync.Mutex
 	migrated   bool
@@ -63,14 +64,14 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	if err != nil {
 		return nil, err
 	}
-	return &ClickHouse{conn: conn, ddl: ddl{conn.Names()}}, nil
+	return &ClickHouse{conn: conn, names: conn.Names()}, nil
 }
 
 // Close closes the connections.
 func (c *ClickHouse) Close() error { return c.conn.Close() }
 
 // Database is the database the tables live in.
-func (c *ClickHouse) Database() string { return c.ddl.Database() }
+func (c *ClickHouse) Database() string { return c.names.Database() }
 
 // Server returns the server readsync writes to, read on the first call
 // that reaches it and kept for the connection's life.
@@ -83,7 +84,9 @@ func (c *ClickHouse) Server(ctx context.Context) (chconn.Server, error) { return
 func (c *ClickHouse) Hosts(ctx context.Context) ([]chconn.Host, error) { return c.conn.Hosts(ctx) }
 
 // Clustered reports whether the tables live on a cluster, and its name.
-func (c *ClickHouse) Clustered() (string, bool) { return c.ddl.Topology().Cluster, c.ddl.Clustered() }
+func (c *ClickHouse) Clustered() (string, bool) {
+	return c.names.Topology().Cluster, c.names.Clustered()
+}
 
 // Ping checks that the server answers now and returns its release.
 func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
@@ -106,9 +109,9 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	if err := c.migrate(ctx, migrations()); err != nil {
-		c.migrateErr = c.conn.Redact(err)
-		return c.migrateErr
+	if err := schema.Migrate(ctx, c.conn, foldGainsOn); err != nil {
+		c.migrateErr = err
+		return err
 	}
 	c.migrated, c.migrateErr = true, nil
 	return nil
@@ -124,10 +127,21 @@ func (c *ClickHouse) MigrateErr() error {
 
 // SchemaVersion reads which migrations the database has had and which are
 // pending. It changes nothing.
-func (c *ClickHouse) SchemaVersion(ctx context.Context) (SchemaVersion, error) {
-	v, _, err := c.schemaVersion(ctx, migrations())
-	return v, c.conn.Redact(err)
+func (c *ClickHouse) SchemaVersion(ctx context.Context) (schema.SchemaVersion, error) {
+	return schema.ReadVersion(ctx, c.conn)
 }
+
+// TryMigrations finds out, without touching the database, whether this
+// server takes readsync's migrations from the user of the DSN, by applying
+// them to a scratch database (see schema.TryMigrations).
+func (c *ClickHouse) TryMigrations(ctx context.Context) error {
+	return schema.TryMigrations(ctx, c.conn, foldGainsOn)
+}
+
+// CheckViews reads no rows but makes the server plan a query of each view
+// that users query: a view an earlier release created, which this server
+// no longer accepts, fails it.
+func (c *ClickHouse) CheckViews(ctx context.Context) error { return schema.CheckViews(ctx, c.conn) }
 
 // Migrated reports whether Migrate has succeeded on this connection.
 func (c *ClickHouse) Migrated() bool {
@@ -158,13 +172,13 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	if err := chconn.Insert(ctx, c.conn, ProjectsTable, b, b.Projects); err != nil {
+	if err := chconn.Insert(ctx, c.conn, schema.ProjectsTable, b, b.Projects); err != nil {
 		return err
 	}
-	if err := chconn.Insert(ctx, c.conn, MessagesTable, b, b.Messages); err != nil {
+	if err := chconn.Insert(ctx, c.conn, schema.MessagesTable, b, b.Messages); err != nil {
 		return err
 	}
-	if err := chconn.Insert(ctx, c.conn, SnapshotsTable, b, b.Snapshots); err != nil {
+	if err := chconn.Insert(ctx, c.conn, schema.SnapshotsTable, b, b.Snapshots); err != nil {
 		return err
 	}
 	if err := c.refresh(ctx, writtenSnapshots(b.Snapshots)); err != nil {
@@ -178,5 +192,5 @@ func (c *ClickHouse) RecordRun(ctx context.Context, r sink.Run) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return chconn.Insert(ctx, c.conn, RunsTable, nil, []sink.Run{r})
+	return chconn.Insert(ctx, c.conn, schema.RunsTable, nil, []sink.Run{r})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // The day gains rollup holds, once merged, one row per project and UTC
@@ -28,12 +29,6 @@ import (
 // a sum of tuples that each grew or stayed, component by component without
 // carries, is itself a tuple that grew or stayed: at the first component
 // where any of them changed, all that changed there grew.
-var dayGainsTable = tableDef{name: dayGainsRollup, columns: []columnDef{
-	{"project_id", "Int64"}, {"day", "Date"},
-	{"day_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
-}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day)")}
-
-const dayGainsRollup = "project_read_day_gain_rollup"
 
 // gainKeyWidths are the widths of the components of a gains key after its
 // format (see gainSum.key); keys of release 0.3.0 have no format and the
@@ -62,7 +57,7 @@ func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[chconn.Projec
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
-GROUP BY project_id, snapshot_at`, c.ddl.Table(gainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
+GROUP BY project_id, snapshot_at`, c.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
 	type daySum struct {
 		snapshots, newMessages, missed uint64
 		reads                          int64
@@ -101,7 +96,7 @@ GROUP BY project_id, snapshot_at`, c.ddl.Table(gainsRollup), chconn.InExt("proje
 		return nil
 	})
 	if err != nil {
-		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), dayGainsRollup, err))
+		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
 	}
 	// The values go as external data, a table sent with the INSERT:
 	// as literals in its text, 18.16 took half a second to parse a pass's
@@ -109,12 +104,12 @@ GROUP BY project_id, snapshot_at`, c.ddl.Table(gainsRollup), chconn.InExt("proje
 	input, err := chconn.NewExtTable("day_gains", "project_id", "Int64", "day", "Date", "snapshots", "UInt64",
 		"new_messages", "UInt64", "reads_gained", "Int64", "missed_ticks", "UInt64", "day_key", "String")
 	if err != nil {
-		return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
+		return fmt.Errorf("refresh %s: %w", schema.DayGainsRollup, err)
 	}
 	for _, pd := range slices.SortedFunc(maps.Keys(sums), chconn.ProjectDay.Compare) {
 		s := sums[pd]
 		if err := input.Append(pd.Project, sink.Time(pd.Day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, dayGainKey(s.snapshots, s.key)); err != nil {
-			return fmt.Errorf("refresh %s: %w", dayGainsRollup, err)
+			return fmt.Errorf("refresh %s: %w", schema.DayGainsRollup, err)
 		}
 	}
 	if len(sums) == 0 {
@@ -123,9 +118,9 @@ GROUP BY project_id, snapshot_at`, c.ddl.Table(gainsRollup), chconn.InExt("proje
 	q = fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
 SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
 FROM day_gains
-GROUP BY project_id, day`, c.ddl.Table(dayGainsRollup))
+GROUP BY project_id, day`, c.names.Table(schema.DayGainsRollup))
 	if err := c.conn.Exec(chconn.WithExternal(c.conn.SyncInserts(ctx), input), q); err != nil {
-		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), dayGainsRollup, err))
+		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), schema.DayGainsRollup, err))
 	}
 	return nil
 }

@@ -9,106 +9,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
-
-// migrateGains creates the gains rollup and the first-seen rollup with its
-// materialized view, folds the history into the first-seen rollup, then
-// creates the views. The gains of the history are computed by migration 7
-// (migrateDerived), which a database upgraded from before this step runs
-// right after it: release 0.3.0 computed them here, without the newest
-// write's values that migration 7 adds. Run again, this step creates
-// nothing new, and its fold changes nothing: the first-seen rollup keeps a
-// minimum.
-func migrateGains(ctx context.Context, m *migrator) error {
-	d := m.ddl
-	var stmts []string
-	for _, t := range []tableDef{firstRollupTable.tableDef, gainsTable.def(), dayGainsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-		d.Table(firstRollup+"_mv"), d.OnCluster(), d.Local(firstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
-	for _, q := range stmts {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	partitions, err := m.partitions(ctx, SnapshotsTable.name)
-	if err != nil {
-		return err
-	}
-	for _, p := range partitions {
-		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(firstRollup),
-			firstRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+p))); err != nil {
-			return fmt.Errorf("fold partition %s into %s: %w", p, firstRollup, err)
-		}
-	}
-	for _, v := range gainsViews(d) {
-		if err := m.exec(ctx, d.createView(v.name, v.query)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// migrateDerived is migration 7: the derived rows become a function of
-// the stored history that readsync can check and mend. It
-//   - adds to message_read_snapshots the schedule that wrote each row, by
-//     which reads gained count missed ticks (gainschedules.go), and keeps
-//     the schedules release 0.3.0 counted the history's missed ticks by;
-//   - adds to the gains rollup the newest write at each snapshot, which
-//     project_read_snapshots shows from then on: a choice between
-//     refreshes, where the summing rollup it read before counted a
-//     repeated INSERT twice on servers without deduplication tokens;
-//   - creates the change logs and the record of reconciles (changes.go,
-//     reconcile.go), before the fold, so that what other processes write
-//     meanwhile is reconciled after;
-//   - computes the day rollup and the gains of the whole history again,
-//     the gains in this release's form, and replaces
-//     project_read_snapshots. Earlier releases left a day or a snapshot
-//     stale for good when they died between a write and its refresh: the
-//     upgrade mends those too.
-//
-// Each part is safe to run again: columns and tables are added when
-// missing, the schedules kept are those of rows of release 0.3.0's form
-// only, and a gains row computed again from the same rows has the key of
-// the one stored, which is then not written.
-func migrateDerived(ctx context.Context, m *migrator) error {
-	d := m.ddl
-	if err := m.addColumn(ctx, SnapshotsTable.name, "schedule", "String", "version"); err != nil {
-		return err
-	}
-	after := "gain_schedule"
-	for _, col := range gainColumnsSince7 {
-		if err := m.addColumn(ctx, gainsRollup, col, "UInt64", after); err != nil {
-			return err
-		}
-		after = col
-	}
-	var stmts []string
-	for _, t := range []tableDef{legacySchedulesTable, reconcilesTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	for _, q := range append(stmts, createChangeLogs(d)...) {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	if err := fillLegacySchedules(ctx, m); err != nil {
-		return err
-	}
-	if err := foldDays(ctx, m); err != nil {
-		return err
-	}
-	if err := m.ch.foldGains(ctx, m.log, m.held); err != nil {
-		return err
-	}
-	for _, q := range d.replaceView(view{snapshotView, snapshotsFromGains(d)}) {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // FoldGains computes the gains of every snapshot in the database from the
 // whole history, a group of projects at a time: what migration 7 does for
@@ -120,6 +22,13 @@ func (c *ClickHouse) FoldGains(ctx context.Context) error {
 		return err
 	}
 	return c.foldGains(ctx, c.conn.Log(), func(context.Context) error { return nil })
+}
+
+// foldGainsOn is the schema.GainsFolder of migration 7: foldGains on the
+// database of c, which is another than the ClickHouse's own when the
+// migrations are tried in a scratch database.
+func foldGainsOn(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error {
+	return (&ClickHouse{conn: c, names: c.Names()}).foldGains(ctx, log, held)
 }
 
 // foldGainsRows bounds the snapshot rows a step of the fold reads, and so
@@ -171,7 +80,7 @@ func (c *ClickHouse) foldGainsOf(ctx context.Context, projects []int64) error {
 func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, error) {
 	// Every write of a project counts here, replays too: an estimate of
 	// the rows a step reads, from a table that is small to read.
-	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", c.ddl.Table(snapshotRollup))
+	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", c.names.Table(schema.SnapshotRollup))
 	if only != nil {
 		pt, err := chconn.ProjectsExt("folded", only)
 		if err != nil {
@@ -179,7 +88,7 @@ func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, er
 		}
 		ctx = chconn.WithExternal(ctx, pt)
 		q = fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s WHERE %s GROUP BY project_id ORDER BY project_id",
-			c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "folded"))
+			c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "folded"))
 	}
 	var (
 		steps [][]int64

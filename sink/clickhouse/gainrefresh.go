@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // How readsync refreshes the derived rows of project snapshots: after each
@@ -65,7 +66,7 @@ func (c *ClickHouse) refreshSets(ctx context.Context, written, also chconn.Snaps
 // storeGains inserts the gain rows whose key the rollup does not hold as
 // its highest for their snapshot, then refreshes days; it returns how many
 // rows it inserted.
-func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow, days map[chconn.ProjectDay]bool) (int, error) {
+func (c *ClickHouse) storeGains(ctx context.Context, rows []schema.GainRow, days map[chconn.ProjectDay]bool) (int, error) {
 	set := chconn.SnapshotSet{}
 	for _, r := range rows {
 		set.Add(r.ProjectID, uint32(r.SnapshotAt.Unix()))
@@ -74,13 +75,13 @@ func (c *ClickHouse) storeGains(ctx context.Context, rows []gainRow, days map[ch
 	if err != nil {
 		return 0, err
 	}
-	var fresh []gainRow
+	var fresh []schema.GainRow
 	for _, r := range rows {
 		if stored[gainTarget{r.ProjectID, uint32(r.SnapshotAt.Unix())}] != r.Key {
 			fresh = append(fresh, r)
 		}
 	}
-	if err := chconn.Insert(ctx, c.conn, &gainsTable, nil, fresh); err != nil {
+	if err := chconn.Insert(ctx, c.conn, schema.GainsTable, nil, fresh); err != nil {
 		return 0, err
 	}
 	return len(fresh), c.refreshGainDays(ctx, days)
@@ -98,7 +99,7 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set chconn.SnapshotSet)
 		return nil, err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), max(gain_key) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.ddl.Table(gainsRollup), cond)
+		c.names.Table(schema.GainsRollup), cond)
 	err = chconn.QueryEach(chconn.WithExternal(ctx, tables...), c.conn, q, func(rows driver.Rows) error {
 		var (
 			t   gainTarget
@@ -113,7 +114,7 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set chconn.SnapshotSet)
 		return nil
 	})
 	if err != nil {
-		return nil, c.conn.Redact(fmt.Errorf("read the keys of %s: %w", gainsRollup, err))
+		return nil, c.conn.Redact(fmt.Errorf("read the keys of %s: %w", schema.GainsRollup, err))
 	}
 	return out, nil
 }
@@ -162,7 +163,7 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written chconn.
 		return err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at > %s GROUP BY project_id",
-		c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "written"), chconn.DateTime(lowest))
+		c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "written"), chconn.DateTime(lowest))
 	latest, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), c.conn, q)
 	if err != nil {
 		return fmt.Errorf("look for later snapshots: %w", err)
@@ -193,9 +194,9 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written chconn.
 		return err
 	}
 	left := fmt.Sprintf("SELECT project_id, message_id, snapshot_at\nFROM %s\nWHERE %s AND snapshot_at >= %s",
-		c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
+		c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
 	right := "SELECT project_id, snapshot_at AS written_at\nFROM later_snapshots"
-	q = fmt.Sprintf(nextSnapshotsSQL, join("ALL INNER", left, right, "project_id"))
+	q = fmt.Sprintf(nextSnapshotsSQL, schema.Join("ALL INNER", left, right, "project_id"))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, lp, lt), c.conn, q, func(rows driver.Rows) error {
 		var (
 			p    int64
@@ -240,7 +241,7 @@ WHERE listed > 0 AND toUInt32(next_at) > toUInt32(written_at)`
 // previous snapshot, read in the same scan as the targets' rows; only the
 // messages not listed there (new ones, ones listed again after a while)
 // are looked up further back, by name.
-func (c *ClickHouse) computeGains(ctx context.Context, targets chconn.SnapshotSet) ([]gainRow, error) {
+func (c *ClickHouse) computeGains(ctx context.Context, targets chconn.SnapshotSet) ([]schema.GainRow, error) {
 	type window struct{ from, to uint32 }
 	type days struct{ from, to uint32 }
 	groups := map[days][]int64{}
@@ -343,7 +344,7 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 		return nil, err
 	}
 	seen, err := chconn.QueryColumn[int64](chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE %s AND snapshot_at < %s",
-		c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
+		c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
 	if err != nil {
 		return nil, fmt.Errorf("look for projects' earlier snapshots: %w", err)
 	}
@@ -361,7 +362,7 @@ func (c *ClickHouse) previousSnapshots(ctx context.Context, projects []int64, t 
 		return nil, err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at >= %s AND snapshot_at < %s GROUP BY project_id",
-		c.ddl.Table(snapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, previousSnapshotSpan)), chconn.DateTime(t))
+		c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, previousSnapshotSpan)), chconn.DateTime(t))
 	out, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), c.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
@@ -412,7 +413,7 @@ func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev m
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total
 FROM %s
 WHERE %s AND %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.ddl.Table(SnapshotsTable.name), chconn.InExt("project_id", "scanned"), when)
+ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"), when)
 	rows, err := c.conn.Query(chconn.WithExternal(ctx, tables...), q)
 	if err != nil {
 		return fmt.Errorf("read snapshots from %s to %s: %w", sink.Time(from), sink.Time(to), err)
@@ -441,7 +442,7 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 	}
 	seen, err := c.messagesIn(ctx, want, fmt.Sprintf(
 		"SELECT project_id, message_id FROM %s WHERE %%s GROUP BY project_id, message_id HAVING minMerge(first_seen) < %s",
-		c.ddl.Table(firstRollup), chconn.DateTime(from)))
+		c.names.Table(schema.FirstRollup), chconn.DateTime(from)))
 	if err != nil {
 		return fmt.Errorf("read when messages were first seen: %w", err)
 	}
@@ -452,8 +453,8 @@ func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, 
 	}
 	day := chconn.DayStart(from)
 	for _, step := range []struct{ agg, table, where string }{
-		{"max(" + snapshotRow + ")", SnapshotsTable.name, fmt.Sprintf("snapshot_at >= %s AND snapshot_at < %s", chconn.DateTime(day), chconn.DateTime(from))},
-		{"maxMerge(day_row)", dailyRollup, "day < " + chconn.QuoteDate(sink.Time(day).Time())},
+		{"max(" + schema.SnapshotRow + ")", schema.SnapshotsTable.Name(), fmt.Sprintf("snapshot_at >= %s AND snapshot_at < %s", chconn.DateTime(day), chconn.DateTime(from))},
+		{"maxMerge(day_row)", schema.DailyRollup, "day < " + chconn.QuoteDate(sink.Time(day).Time())},
 	} {
 		if len(want) == 0 {
 			return nil
@@ -465,8 +466,8 @@ FROM
     FROM %s
     WHERE %s AND %%s
     GROUP BY project_id, message_id
-)`, rowUInt64("message_row", rowSnapshotAt), rowUInt64("message_row", rowVersion), rowUInt64("message_row", rowReadCount),
-			rowUInt64("message_row", rowTotal), step.agg, c.ddl.Table(step.table), step.where)
+)`, schema.RowUInt64("message_row", schema.RowSnapshotAt), schema.RowUInt64("message_row", schema.RowVersion), schema.RowUInt64("message_row", schema.RowReadCount),
+			schema.RowUInt64("message_row", schema.RowTotal), step.agg, c.names.Table(step.table), step.where)
 		err := c.queryIn(ctx, want, q, func(rows driver.Rows) error {
 			var (
 				k     msgKey
@@ -528,7 +529,7 @@ func (c *ClickHouse) messagesIn(ctx context.Context, want map[msgKey]bool, q str
 
 // gainRows turns the sums into rows, with each one's schedule and missed
 // ticks.
-func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum) ([]gainRow, error) {
+func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum) ([]schema.GainRow, error) {
 	set := chconn.SnapshotSet{}
 	for t := range sums {
 		set.Add(t.project, t.at)
@@ -541,7 +542,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]gainRow, 0, len(sums))
+	out := make([]schema.GainRow, 0, len(sums))
 	for _, t := range slices.SortedFunc(maps.Keys(sums), gainTarget.compare) {
 		g := sums[t]
 		sched := schedules[t]
@@ -552,7 +553,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum)
 			hi, _ := slices.BinarySearch(ts, t.at)
 			missed = uint64(hi - lo)
 		}
-		out = append(out, gainRow{
+		out = append(out, schema.GainRow{
 			ProjectID: t.project, SnapshotAt: sink.Time(t.at).Time(), Key: g.key(sched != "", missed), PrevAt: sink.Time(g.prevAt).Time(),
 			Messages: g.messages, NewMessages: g.newMessages, Reads: int64(g.reads), MissedTicks: missed, Schedule: sched,
 			SnapMessages: g.topMessages, SnapReads: g.topReads, SnapTotal: g.topTotal,
@@ -582,7 +583,7 @@ func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, 
 		sp := spans[s]
 		ts, err := chconn.QueryColumn[uint32](ctx, c.conn, fmt.Sprintf(
 			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE trigger = 'cron' AND schedule = %s AND snapshot_at > %s AND snapshot_at < %s ORDER BY tick",
-			c.ddl.Table(RunsTable.name), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
+			c.names.Table(schema.RunsTable.Name()), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
 		if err != nil {
 			return nil, fmt.Errorf("read the ticks of schedule %q: %w", s, err)
 		}

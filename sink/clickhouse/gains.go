@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"math/bits"
-	"time"
 )
 
 // Reads gained: how many reads a project's messages gained at each
@@ -25,83 +24,6 @@ import (
 // other saw and maybe more, and then its key is at least as high, and
 // higher when its values differ. Refreshes may so land in any order, twice,
 // or from two processes at once.
-
-// Names of the gains tables and views.
-const (
-	gainsRollup = "project_read_gain_rollup"
-	firstRollup = "message_read_first_rollup"
-	// gainsView is the view of reads gained per project and snapshot.
-	gainsView = "project_read_gains"
-	// dailyGainsView is the view of reads gained per project and UTC day.
-	dailyGainsView = "project_read_daily_gains"
-)
-
-// gainRow is what one refresh computed for a project at a snapshot.
-type gainRow struct {
-	ProjectID  int64
-	SnapshotAt time.Time
-	// Key orders the refreshes of one project and snapshot: the views
-	// keep the values of the highest.
-	Key string
-	// PrevAt is the latest earlier snapshot of the messages listed at
-	// SnapshotAt, the zero Unix time when all of them are new.
-	PrevAt      time.Time
-	Messages    uint64
-	NewMessages uint64
-	Reads       int64
-	// MissedTicks is how many ticks of Schedule between PrevAt and
-	// SnapshotAt gave the project no snapshot.
-	MissedTicks uint64
-	// Schedule is the schedule whose ticks MissedTicks counts, empty when
-	// none is known.
-	Schedule string
-	// The project's newest write at the snapshot (the rows of its highest
-	// version): what project_read_snapshots shows.
-	SnapMessages, SnapReads, SnapTotal uint64
-}
-
-// gainsTable is the gains rollup: a plain MergeTree, one row per refresh.
-// The views choose between a snapshot's rows at query time, which costs
-// the rows they return (a refresh writes a row only when its key differs
-// from the snapshot's highest, so there are seldom two); folding them into
-// an aggregate state at INSERT would cost an INSERT … SELECT per refresh
-// instead of a native block. It holds a snapshot's newest write too
-// (migration 7 added those columns): the per-snapshot view is then a
-// choice between refreshes, which a repeated INSERT does not change,
-// rather than a sum, which it does.
-var gainsTable = table[gainRow]{
-	name: gainsRollup,
-	columns: []column[gainRow]{
-		{"project_id", "Int64", func(g *gainRow) any { return g.ProjectID }},
-		{"snapshot_at", "DateTime", func(g *gainRow) any { return g.SnapshotAt }},
-		{"gain_key", "String", func(g *gainRow) any { return g.Key }},
-		{"gain_prev_at", "DateTime", func(g *gainRow) any { return g.PrevAt }},
-		{"gain_messages", "UInt64", func(g *gainRow) any { return g.Messages }},
-		{"gain_new_messages", "UInt64", func(g *gainRow) any { return g.NewMessages }},
-		{"gain_reads", "Int64", func(g *gainRow) any { return g.Reads }},
-		{"gain_missed_ticks", "UInt64", func(g *gainRow) any { return g.MissedTicks }},
-		{"gain_schedule", "String", func(g *gainRow) any { return g.Schedule }},
-		{"gain_snap_messages", "UInt64", func(g *gainRow) any { return g.SnapMessages }},
-		{"gain_snap_reads", "UInt64", func(g *gainRow) any { return g.SnapReads }},
-		{"gain_snap_total", "UInt64", func(g *gainRow) any { return g.SnapTotal }},
-	},
-	layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(snapshot_at)", orderBy: "(project_id, snapshot_at)", shardBy: "project_id"},
-}
-
-// gainColumnsSince7 are the gains rollup's columns migration 7 added.
-var gainColumnsSince7 = []string{"gain_snap_messages", "gain_snap_reads", "gain_snap_total"}
-
-// firstRollupTable holds when each message was first seen: what tells a
-// message new at a snapshot from one listed again after a while, without
-// reading its history.
-var firstRollupTable = rollupTable{
-	tableDef: tableDef{name: firstRollup, columns: []columnDef{
-		{"project_id", "Int64"}, {"message_id", "Int64"}, {"first_seen", "AggregateFunction(min, DateTime)"},
-	}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "", "(project_id, message_id)")},
-	fill: `SELECT project_id, message_id, minState(snapshot_at) AS first_seen
-FROM {from} {where}
-GROUP BY project_id, message_id`,
-}
 
 // snapRow is a message's row at a snapshot, as a refresh reads it.
 type snapRow struct {

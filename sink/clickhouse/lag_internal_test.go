@@ -8,8 +8,14 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/sinktest"
 )
+
+func openCluster(t *testing.T, c *sinktest.Cluster, node int) *ClickHouse {
+	t.Helper()
+	return openTest(t, c.DSNs[node], WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
+}
 
 // A refresh that reads a replica behind its peer computes a snapshot's
 // gains from stale rows, and so does the reconcile right after it, while

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // Reconciling: the derived rows (the day rollup, the gains and the day
@@ -39,15 +40,6 @@ const reconcileOverlap = 15 * time.Minute
 // staleReplicaDelay is the replication delay beyond which a reconcile
 // does not read a replica, in seconds.
 const staleReplicaDelay = 300
-
-// reconcilesTable records each reconcile that completed: up to which
-// change time it read the changes (changes_to, the server's time when it
-// started), and what it found.
-var reconcilesTable = tableDef{name: "reconciles", columns: []columnDef{
-	{"started_at", "DateTime"}, {"changes_from", "DateTime"}, {"changes_to", "DateTime"},
-	{"changed_snapshots", "UInt64"}, {"changed_ticks", "UInt64"}, {"refreshed_snapshots", "UInt64"},
-	{"rewritten_gains", "UInt64"}, {"duration_ms", "UInt64"},
-}, layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(started_at)", orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
 
 // ReconcileReport says what a reconcile found and did.
 type ReconcileReport struct {
@@ -86,7 +78,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
 		return rep, fmt.Errorf("reconcile: read the server's time: %w", err)
 	}
-	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+c.ddl.Table(reconcilesTable.name)).Scan(&last); err != nil {
+	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+c.names.Table(schema.Reconciles)).Scan(&last); err != nil {
 		return rep, fmt.Errorf("reconcile: read the last reconcile: %w", err)
 	}
 	from := uint32(0)
@@ -96,7 +88,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 	rep.From, rep.To = sink.Time(from).Time(), sink.Time(now).Time()
 	changed := chconn.SnapshotSet{}
 	err := chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id, toUInt32(snapshot_at) FROM %s WHERE changed_at >= %s",
-		c.ddl.Table(snapshotChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
+		c.names.Table(schema.SnapshotChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var t gainTarget
 		if err := rows.Scan(&t.project, &t.at); err != nil {
 			return err
@@ -105,11 +97,11 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		return nil
 	})
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: read %s: %w", snapshotChanges, err)
+		return rep, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
 	}
 	ticks := map[string][]uint32{}
 	err = chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) AS t FROM %s WHERE changed_at >= %s ORDER BY schedule, t",
-		c.ddl.Table(tickChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
+		c.names.Table(schema.TickChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var (
 			s string
 			t uint32
@@ -122,7 +114,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		return nil
 	})
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: read %s: %w", tickChanges, err)
+		return rep, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
 	}
 	rep.ChangedSnapshots = changed.Len()
 	across, err := c.intervalsAcross(ctx, ticks)
@@ -135,7 +127,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)
 	}
 	d := time.Since(start)
-	q := "INSERT INTO " + c.ddl.Table(reconcilesTable.name) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
+	q := "INSERT INTO " + c.names.Table(schema.Reconciles) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
 	b, err := c.conn.PrepareBatch(c.conn.SyncInserts(ctx), q)
 	if err == nil {
 		err = b.Append(start.UTC(), rep.From, rep.To, uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed),
@@ -147,7 +139,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		}
 	}
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: record it in %s: %w", reconcilesTable.name, err)
+		return rep, fmt.Errorf("reconcile: record it in %s: %w", schema.Reconciles, err)
 	}
 	return rep, nil
 }
@@ -173,7 +165,7 @@ FROM
     FROM %s
     WHERE snapshot_at > %s
     GROUP BY project_id, snapshot_at
-)`, c.ddl.Table(gainsRollup), chconn.DateTime(first))
+)`, c.names.Table(schema.GainsRollup), chconn.DateTime(first))
 	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var (
 			t        gainTarget
@@ -203,7 +195,7 @@ FROM
 // every replica of a shard is: a reconcile that read stale rows would
 // record that it had read the changes. On one server it changes nothing.
 func (c *ClickHouse) readFreshReplicas(ctx context.Context) context.Context {
-	if !c.ddl.Clustered() {
+	if !c.names.Clustered() {
 		return ctx
 	}
 	return chconn.WithSettings(ctx, clickhouse.Settings{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // Repair mends what Verify found: it writes again each view that differs
@@ -28,16 +29,12 @@ func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	views := map[string]string{}
-	for _, v := range currentViews(c.ddl) {
-		views[v.name] = v.query
-	}
 	projects := map[int64]bool{}
 	for _, d := range rep.Views {
 		if !d.Differs() {
 			continue
 		}
-		for _, q := range c.ddl.replaceView(view{d.View, views[d.View]}) {
+		for _, q := range schema.RewriteView(c.names, d.View) {
 			if err := c.conn.Exec(ctx, q); err != nil {
 				return c.conn.Redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
 			}
@@ -62,16 +59,9 @@ func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
 // take external data, so their ids are in its text, which this bounds.
 const repairChunk = 1000
 
-// currentViews are the views users query, as this release defines them.
-func currentViews(d ddl) []view {
-	v := rollupViews(d)
-	v[2] = view{snapshotView, snapshotsFromGains(d)}
-	return append(append(v, gainsViews(d)...), view{coverageView, scheduleCoverage(d)})
-}
-
 // derivedTables are the rollups Repair rebuilds, materialized views' first.
 func derivedTables() []string {
-	return []string{latestRollup, dailyRollup, snapshotRollup, firstRollup, dayRollup, gainsRollup, dayGainsRollup}
+	return []string{schema.LatestRollup, schema.DailyRollup, schema.SnapshotRollup, schema.FirstRollup, schema.DayRollup, schema.GainsRollup, schema.DayGainsRollup}
 }
 
 // rebuild deletes projects' rows from every rollup and computes them
@@ -80,7 +70,7 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 	ctx = c.conn.SyncInserts(ctx)
 	list := joinInts(projects)
 	for _, t := range derivedTables() {
-		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", c.ddl.Local(t), c.ddl.OnCluster(), list)
+		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", c.names.Local(t), c.names.OnCluster(), list)
 		if err := c.conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("delete from %s: %w", t, err)
 		}
@@ -93,22 +83,17 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 		return err
 	}
 	where := "WHERE " + chconn.InExt("project_id", "rebuilt")
-	for _, r := range append(rollupTables(), firstRollupTable) {
-		from := c.ddl.Table(SnapshotsTable.name)
-		if r.name == snapshotRollup {
-			// It sums the rows of each write: each row once.
-			from += " FINAL"
-		}
-		if err := c.conn.Exec(chconn.WithExternal(ctx, pt), fmt.Sprintf("INSERT INTO %s %s", c.ddl.Table(r.name), r.selectFrom(from, where))); err != nil {
-			return fmt.Errorf("refill %s: %w", r.name, err)
+	for _, r := range schema.Refills(c.names, where) {
+		if err := c.conn.Exec(chconn.WithExternal(ctx, pt), r.Insert); err != nil {
+			return fmt.Errorf("refill %s: %w", r.Rollup, err)
 		}
 	}
 	pt, err = chconn.ProjectsExt("rebuilt", projects)
 	if err != nil {
 		return err
 	}
-	if err := c.conn.Exec(chconn.WithExternal(ctx, pt), dayRefresh(c.ddl, where)); err != nil {
-		return fmt.Errorf("refill %s: %w", dayRollup, err)
+	if err := c.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(c.names, where)); err != nil {
+		return fmt.Errorf("refill %s: %w", schema.DayRollup, err)
 	}
 	return c.foldGainsOf(ctx, projects)
 }
@@ -117,11 +102,11 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 // the table, on every host of a cluster.
 func (c *ClickHouse) awaitMutations(ctx context.Context, table string) error {
 	mutations := "system.mutations"
-	if c.ddl.Clustered() {
-		mutations = fmt.Sprintf("cluster(%s, system, mutations)", chconn.QuoteString(c.ddl.Topology().Cluster))
+	if c.names.Clustered() {
+		mutations = fmt.Sprintf("cluster(%s, system, mutations)", chconn.QuoteString(c.names.Topology().Cluster))
 	}
 	q := fmt.Sprintf("SELECT count() FROM %s WHERE database = %s AND table = %s AND is_done = 0",
-		mutations, chconn.QuoteString(c.ddl.Database()), chconn.QuoteString(c.ddl.LocalName(table)))
+		mutations, chconn.QuoteString(c.names.Database()), chconn.QuoteString(c.names.LocalName(table)))
 	for {
 		var n uint64
 		if err := c.conn.QueryRow(ctx, q).Scan(&n); err != nil {

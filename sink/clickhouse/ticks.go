@@ -8,6 +8,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // RecordRuns inserts run records with one INSERT: the ticks a daemon
@@ -16,7 +17,7 @@ func (c *ClickHouse) RecordRuns(ctx context.Context, runs []sink.Run) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return chconn.Insert(ctx, c.conn, RunsTable, nil, runs)
+	return chconn.Insert(ctx, c.conn, schema.RunsTable, nil, runs)
 }
 
 // LastTicks returns, per schedule, the latest tick a daemon recorded
@@ -30,7 +31,7 @@ func (c *ClickHouse) LastTicks(ctx context.Context, index int) (map[string]time.
 	if index >= 0 {
 		shard = "splitByChar('/', shard)[1] = " + chconn.QuoteString(strconv.Itoa(index))
 	}
-	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.ddl.Table(RunsTable.name), shard)
+	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.names.Table(schema.RunsTable.Name()), shard)
 	ats, err := chconn.QueryMap[string, uint32](ctx, c.conn, q)
 	if err != nil {
 		return nil, c.conn.Redact(fmt.Errorf("last recorded ticks: %w", err))

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // Verify compares every view users query with its brute force over the
@@ -99,24 +100,24 @@ var (
 
 // viewShapes are the views Verify checks, in the order of Views.
 var viewShapes = []viewShape{
-	{name: latestView, key: []viewColumn{colProject, {"message_id", kindNumber}},
+	{name: schema.LatestView, key: []viewColumn{colProject, {"message_id", kindNumber}},
 		values: []viewColumn{colNFT, colName, {"subject", kindString}, colSnapshot, {"read_count", kindNumber}, {"total", kindNumber}, {"percent", kindFloat}},
 		since:  colSnapshot},
-	{name: dailyView, key: []viewColumn{colProject, colDay},
+	{name: schema.DailyView, key: []viewColumn{colProject, colDay},
 		values: []viewColumn{colNFT, colName, {"messages", kindNumber}, {"reads", kindNumber}, {"total", kindNumber}, {"read_rate", kindFloat}},
 		since:  colDay},
-	{name: snapshotView, key: []viewColumn{colProject, colSnapshot},
+	{name: schema.SnapshotView, key: []viewColumn{colProject, colSnapshot},
 		values: []viewColumn{colNFT, colName, {"messages", kindNumber}, {"reads", kindNumber}, {"total", kindNumber}, {"read_rate", kindFloat}},
 		since:  colSnapshot},
-	{name: gainsView, key: []viewColumn{colProject, colSnapshot},
+	{name: schema.GainsView, key: []viewColumn{colProject, colSnapshot},
 		values: []viewColumn{colNFT, colName, {"prev_snapshot_at", kindNullTime}, {"messages", kindNumber}, {"new_messages", kindNumber},
 			{"reads_gained", kindNumber}, {"missed_ticks", kindNumber}},
 		since: colSnapshot},
-	{name: dailyGainsView, key: []viewColumn{colProject, colDay},
+	{name: schema.DailyGainsView, key: []viewColumn{colProject, colDay},
 		values: []viewColumn{colNFT, colName, {"snapshots", kindNumber}, {"new_messages", kindNumber}, {"reads_gained", kindNumber},
 			{"missed_ticks", kindNumber}},
 		since: colDay},
-	{name: coverageView, key: []viewColumn{{"schedule", kindString}, colDay},
+	{name: schema.CoverageView, key: []viewColumn{{"schedule", kindString}, colDay},
 		values: []viewColumn{{"ticks_due", kindNumber}, {"ticks_run", kindNumber}, {"ticks_ok", kindNumber}, {"ticks_skipped", kindNumber},
 			{"ticks_missed", kindNumber}},
 		since: colDay},
@@ -180,7 +181,7 @@ func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (VerifyReport,
 	}
 	if !v.Current() {
 		return VerifyReport{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
-			"apply them first (readsync --migrate)", c.ddl.Database(), v.Applied, strings.Join(v.Pending, ", "))
+			"apply them first (readsync --migrate)", c.names.Database(), v.Applied, strings.Join(v.Pending, ", "))
 	}
 	from := chconn.DayStart(uint32(sink.TimeOf(since)))
 	rep := VerifyReport{Since: sink.Time(from).Time()}
@@ -214,7 +215,7 @@ func (c *ClickHouse) readView(ctx context.Context, shape viewShape, from uint32)
 	}
 	// 18.16 pushes the window into the view only with this setting.
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= %s SETTINGS enable_optimize_predicate_expression = 1",
-		strings.Join(cols, ", "), c.ddl.Table(shape.name), shape.since.name, bound)
+		strings.Join(cols, ", "), c.names.Table(shape.name), shape.since.name, bound)
 	out := viewRows{}
 	vals := make([]string, len(cols))
 	ptrs := make([]any, len(cols))

@@ -1,9 +1,10 @@
-package clickhouse
+package schema
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -19,18 +20,42 @@ import (
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
-func openTest(t *testing.T, dsn string, opts ...Option) *ClickHouse {
+// openTest connects to the database of dsn on one server.
+func openTest(t *testing.T, dsn string) *chconn.Conn { return openOn(t, dsn, chconn.Topology{}) }
+
+// openOn connects to the database of dsn, whose tables live on topo.
+func openOn(t *testing.T, dsn string, topo chconn.Topology) *chconn.Conn {
 	t.Helper()
 	d, err := chconn.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := OpenClickHouse(context.Background(), d, opts...)
+	ch, err := chconn.Open(d, topo, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
 	return ch
+}
+
+// noGains stands in for the fold of reads gained that migration 7 runs,
+// package derived's, which this package's tests cannot import. They check
+// the schema; the tests of package clickhouse migrate with the fold.
+func noGains(context.Context, *chconn.Conn, *slog.Logger, func(context.Context) error) error {
+	return nil
+}
+
+// write inserts the rows of b as ClickHouse.Write does, without the
+// refresh of the derived rows that follows there (package derived's).
+func write(t *testing.T, c *chconn.Conn, b *sink.Batch) {
+	t.Helper()
+	ctx := context.Background()
+	for _, err := range []error{chconn.Insert(ctx, c, ProjectsTable, b, b.Projects), chconn.Insert(ctx, c, MessagesTable, b, b.Messages),
+		chconn.Insert(ctx, c, SnapshotsTable, b, b.Snapshots)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func appliedIDs(t *testing.T, db *sinktest.DB) []uint32 {
@@ -69,7 +94,7 @@ func TestMigrateRecordsEachStepOnce(t *testing.T) {
 	db := sinktest.New(t)
 	ch := openTest(t, db.DSN)
 	ctx := context.Background()
-	v, err := ch.SchemaVersion(ctx)
+	v, err := ReadVersion(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +102,14 @@ func TestMigrateRecordsEachStepOnce(t *testing.T) {
 		t.Fatalf("empty database: %+v, want everything pending", v)
 	}
 	for range 2 {
-		if err := ch.migrate(ctx, withColumn()); err != nil {
+		if err := migrate(ctx, ch, noGains, withColumn()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if got := appliedIDs(t, db); !slices.Equal(got, append(builtinIDs(t, db.DSN), 1000)) {
 		t.Errorf("schema_migrations holds %v, want %v once each", got, append(builtinIDs(t, db.DSN), 1000))
 	}
-	v, _, err = ch.schemaVersion(ctx, withColumn())
+	v, _, err = schemaVersion(ctx, ch, withColumn())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,17 +125,14 @@ func TestMigrateRecordsEachStepOnce(t *testing.T) {
 func TestMigrateIssuesNoDDLWhenCurrent(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	if err := openTest(t, db.DSN).Migrate(ctx); err != nil {
+	if err := Migrate(ctx, openTest(t, db.DSN), noGains); err != nil {
 		t.Fatal(err)
 	}
 	ro := openTest(t, db.DSN+"?readonly=2")
-	if err := ro.Migrate(ctx); err != nil {
+	if err := Migrate(ctx, ro, noGains); err != nil {
 		t.Fatalf("a current schema needed more than reads: %v", err)
 	}
-	if !ro.Migrated() {
-		t.Error("Migrated() is false after a Migrate that found nothing to do")
-	}
-	err := ro.migrate(ctx, withColumn())
+	err := migrate(ctx, ro, noGains, withColumn())
 	if err == nil || !strings.Contains(err.Error(), "readonly") {
 		t.Fatalf("a pending step on a read-only connection: %v, want the server's readonly refusal", err)
 	}
@@ -121,7 +143,7 @@ func TestMigrateIssuesNoDDLWhenCurrent(t *testing.T) {
 // the same, each step recorded, the added column there once.
 func TestMigrateRace(t *testing.T) {
 	db := sinktest.New(t)
-	raceMigrations(t, func(int) *ClickHouse { return openTest(t, db.DSN) })
+	raceMigrations(t, func(int) *chconn.Conn { return openTest(t, db.DSN) })
 	if got := appliedIDs(t, db); !slices.Equal(got, append(builtinIDs(t, db.DSN), 1000)) {
 		t.Errorf("schema_migrations holds %v, want %v", got, append(builtinIDs(t, db.DSN), 1000))
 	}
@@ -134,10 +156,10 @@ func TestMigrateRace(t *testing.T) {
 
 // raceMigrations runs withColumn's migrations from several connections at
 // once and fails the test if any of them fails.
-func raceMigrations(t *testing.T, open func(i int) *ClickHouse) {
+func raceMigrations(t *testing.T, open func(i int) *chconn.Conn) {
 	t.Helper()
 	const processes = 4
-	chs := make([]*ClickHouse, processes)
+	chs := make([]*chconn.Conn, processes)
 	for i := range chs {
 		chs[i] = open(i)
 	}
@@ -149,7 +171,7 @@ func raceMigrations(t *testing.T, open func(i int) *ClickHouse) {
 		go func() {
 			defer wg.Done()
 			<-start
-			errs[i] = ch.migrate(context.Background(), withColumn())
+			errs[i] = migrate(context.Background(), ch, noGains, withColumn())
 		}()
 	}
 	close(start)
@@ -186,14 +208,14 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 	partsBefore := partNames(t, db)
 
 	ch := openTest(t, db.DSN)
-	v, err := ch.SchemaVersion(ctx)
+	v, err := ReadVersion(ctx, ch)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !v.Adopt || v.Current() {
 		t.Fatalf("previous release's database: %+v, want adoption pending", v)
 	}
-	if err := ch.Migrate(ctx); err != nil {
+	if err := Migrate(ctx, ch, noGains); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedIDs(t, db); !slices.Equal(got, builtinIDs(t, db.DSN)) {
@@ -235,9 +257,7 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 
 	// The new code writes into the adopted tables.
 	at := sink.TimeOf(time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC))
-	if err := ch.Write(ctx, &sink.Batch{Snapshots: []sink.Snapshot{{ProjectID: 1, MessageID: 10, SnapshotAt: at, ReadCount: 7, Total: 10, Percent: 70, FetchedAt: at, Version: 3}}}); err != nil {
-		t.Fatal(err)
-	}
+	write(t, ch, &sink.Batch{Snapshots: []sink.Snapshot{{ProjectID: 1, MessageID: 10, SnapshotAt: at, ReadCount: 7, Total: 10, Percent: 70, FetchedAt: at, Version: 3}}})
 	q("SELECT read_count FROM {t}.message_read_latest", &latest)
 	if latest != 7 {
 		t.Errorf("latest read_count %d after a new write, want 7", latest)
@@ -257,11 +277,11 @@ func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 }
 
 // previousSchema returns the statements of release 5013242's schema for
-// database db, from ../testdata/release-5013242/schema.sql: its tables and its
+// database db, from testdata/release-5013242/schema.sql: its tables and its
 // views, which aggregate the whole snapshot history at every query.
 func previousSchema(t testing.TB, db string) []string {
 	t.Helper()
-	src, err := os.ReadFile("../testdata/release-5013242/schema.sql")
+	src, err := os.ReadFile("testdata/release-5013242/schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,10 +337,10 @@ func TestGoMigrationFoldsByPartition(t *testing.T) {
 		return nil
 	}}
 	history := append(migrations(), fold)
-	write := func(t *testing.T, ch *ClickHouse) {
+	write := func(t *testing.T, ch *chconn.Conn) {
 		t.Helper()
 		ctx := context.Background()
-		if err := ch.Migrate(ctx); err != nil {
+		if err := Migrate(ctx, ch, noGains); err != nil {
 			t.Fatal(err)
 		}
 		b := &sink.Batch{}
@@ -331,10 +351,8 @@ func TestGoMigrationFoldsByPartition(t *testing.T) {
 					sink.Snapshot{ProjectID: p, MessageID: 2, SnapshotAt: at, FetchedAt: at, Version: 1})
 			}
 		}
-		if err := ch.Write(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-		if err := ch.migrate(ctx, history); err != nil {
+		write(t, ch, b)
+		if err := migrate(ctx, ch, noGains, history); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -392,7 +410,7 @@ func TestAlreadyDone(t *testing.T) {
 func TestClusterRefusesSingleServerTables(t *testing.T) {
 	c := sinktest.NewCluster(t, sinktest.Sharded)
 	applyPreviousRelease(t, c.Conns[0], c.Database)
-	err := openCluster(t, c, 0).Migrate(context.Background())
+	err := Migrate(context.Background(), openCluster(t, c, 0), noGains)
 	if err == nil || !strings.Contains(err.Error(), "holds single-server tables (projects is ReplacingMergeTree)") {
 		t.Fatalf("migrate: %v, want a refusal naming the single-server tables", err)
 	}
@@ -409,19 +427,20 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 	db := sinktest.New(t)
 	ch := openTest(t, db.DSN)
 	ctx := context.Background()
-	if err := ch.migrate(ctx, migrations()[:2]); err != nil {
+	if err := migrate(ctx, ch, noGains, migrations()[:2]); err != nil {
 		t.Fatal(err)
 	}
 	// The views as that release wrote them: the same queries without the
 	// aliases, created as 18.16 took them.
 	legacy := sinktest.PreviousRelease(ctx, t, db.Conn)
 	unaliased := strings.NewReplacer(") AS l\n", ")\n", ") AS r USING", ") USING")
-	for _, v := range rollupViews(ch.ddl) {
+	d := ddl{ch.Names()}
+	for _, v := range rollupViews(d) {
 		old := view{v.name, unaliased.Replace(v.query)}
 		if old.query == v.query {
 			t.Fatalf("view %s: no alias to remove", v.name)
 		}
-		for _, q := range ch.ddl.replaceView(old) {
+		for _, q := range d.replaceView(old) {
 			if err := db.Conn.Exec(legacy, q); err != nil {
 				t.Fatalf("%v\n%s", err, q)
 			}
@@ -435,17 +454,17 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 		return err
 	}
 	if legacy != ctx { // a current release: the bug this migration mends
-		if err := read(latestView); err == nil {
+		if err := read(LatestView); err == nil {
 			t.Fatal("a view without aliases answers on this server with its defaults; the test shows nothing")
 		}
-		if err := ch.CheckViews(ctx); err == nil {
+		if err := CheckViews(ctx, ch); err == nil {
 			t.Error("CheckViews passes views the server refuses")
 		}
 	}
-	if err := ch.Migrate(ctx); err != nil {
+	if err := Migrate(ctx, ch, noGains); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range rollupViews(ch.ddl) {
+	for _, v := range rollupViews(d) {
 		if err := read(v.name); err != nil {
 			t.Errorf("view %s after migration 3: %v", v.name, err)
 		}
@@ -465,7 +484,7 @@ func TestRejectedMigrationIsARefusal(t *testing.T) {
 	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d ddl) []string {
 		return []string{"CREATE VIEW IF NOT EXISTS " + d.Table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
 	}}
-	err := ch.migrate(ctx, append(migrations(), bad))
+	err := migrate(ctx, ch, noGains, append(migrations(), bad))
 	if err == nil {
 		t.Fatal("the server took a view of an unknown function")
 	}

@@ -1,4 +1,4 @@
-package clickhouse
+package schema
 
 import (
 	"context"
@@ -50,7 +50,7 @@ var errLockLost = errors.New("another process took the migration lock over (this
 
 // migrationLock is a held lock. Its heartbeat runs until release.
 type migrationLock struct {
-	c     *ClickHouse
+	c     *chconn.Conn
 	owner string
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -58,7 +58,7 @@ type migrationLock struct {
 
 // lockMigrations takes the database's migration lock, waiting while a
 // live process holds it, as long as ctx allows.
-func (c *ClickHouse) lockMigrations(ctx context.Context) (*migrationLock, error) {
+func lockMigrations(ctx context.Context, c *chconn.Conn) (*migrationLock, error) {
 	owner := lockOwner()
 	var (
 		last     string
@@ -66,7 +66,7 @@ func (c *ClickHouse) lockMigrations(ctx context.Context) (*migrationLock, error)
 		said     bool
 	)
 	for {
-		err := c.conn.Exec(ctx, c.createLock(owner))
+		err := c.Exec(ctx, createLock(ddl{c.Names()}, owner))
 		if err == nil {
 			l := &migrationLock{c: c, owner: owner, stop: make(chan struct{})}
 			if err := l.beat(ctx); err != nil {
@@ -79,7 +79,7 @@ func (c *ClickHouse) lockMigrations(ctx context.Context) (*migrationLock, error)
 		if !tableExists(err) {
 			return nil, fmt.Errorf("take the migration lock (create %s): %w", migrationLockTable, err)
 		}
-		holder, state, err := c.lockState(ctx)
+		holder, state, err := lockState(ctx, c)
 		switch {
 		case err != nil && unknownTable(err):
 			continue // dropped meanwhile: try again at once
@@ -90,14 +90,14 @@ func (c *ClickHouse) lockMigrations(ctx context.Context) (*migrationLock, error)
 			last, progress = state, time.Now()
 		}
 		if time.Since(progress) > lockLease {
-			c.conn.Log().Warn("taking over the migration lock of a process that stopped its heartbeat", "holder", holder, "lease", lockLease.String())
-			if err := c.expireLock(ctx); err != nil {
+			c.Log().Warn("taking over the migration lock of a process that stopped its heartbeat", "holder", holder, "lease", lockLease.String())
+			if err := expireLock(ctx, c); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		if !said {
-			c.conn.Log().Info("waiting for another process's migration", "holder", holder)
+			c.Log().Info("waiting for another process's migration", "holder", holder)
 			said = true
 		}
 		select {
@@ -126,8 +126,7 @@ func lockOwner() string {
 // mode the table replicates across the whole cluster, so that every host
 // sees the heartbeats, under a ZooKeeper path of its own each time: a
 // path a crash left behind never stops the next lock.
-func (c *ClickHouse) createLock(owner string) string {
-	d := c.ddl
+func createLock(d ddl, owner string) string {
 	eng := "MergeTree()"
 	if d.Clustered() {
 		var b [4]byte
@@ -141,10 +140,10 @@ func (c *ClickHouse) createLock(owner string) string {
 
 // lockState reads who holds the lock and a summary of its heartbeats,
 // which changes while the holder lives.
-func (c *ClickHouse) lockState(ctx context.Context) (holder, state string, err error) {
+func lockState(ctx context.Context, c *chconn.Conn) (holder, state string, err error) {
 	var def string
 	q := "SELECT default_expression FROM system.columns WHERE database = ? AND table = ? AND name = 'owner'"
-	if err := c.conn.QueryRow(ctx, q, c.ddl.Database(), migrationLockTable).Scan(&def); err != nil {
+	if err := c.QueryRow(ctx, q, c.Names().Database(), migrationLockTable).Scan(&def); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", "", &clickhouse.Exception{Code: unknownTableCode, Message: "the migration lock is gone"}
 		}
@@ -156,7 +155,7 @@ func (c *ClickHouse) lockState(ctx context.Context) (holder, state string, err e
 		n  uint64
 		at uint32
 	)
-	if err := c.conn.QueryRow(ctx, "SELECT count(), toUInt32(max(heartbeat)) FROM "+c.ddl.Table(migrationLockTable)).Scan(&n, &at); err != nil {
+	if err := c.QueryRow(ctx, "SELECT count(), toUInt32(max(heartbeat)) FROM "+c.Names().Table(migrationLockTable)).Scan(&n, &at); err != nil {
 		return "", "", err
 	}
 	return holder, fmt.Sprintf("%d %d", n, at), nil
@@ -164,27 +163,27 @@ func (c *ClickHouse) lockState(ctx context.Context) (holder, state string, err e
 
 // expireLock moves a dead holder's lock away and drops it. Of several
 // waiters, one rename wins; the others find the lock gone.
-func (c *ClickHouse) expireLock(ctx context.Context) error {
+func expireLock(ctx context.Context, c *chconn.Conn) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	expired := migrationLockTable + "_expired_" + hex.EncodeToString(b[:])
-	err := c.conn.Exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", c.ddl.Table(migrationLockTable), c.ddl.Table(expired), c.ddl.OnCluster()))
+	err := c.Exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", c.Names().Table(migrationLockTable), c.Names().Table(expired), c.Names().OnCluster()))
 	switch {
 	case err != nil && unknownTable(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("take over the migration lock: %w", err)
 	}
-	if err := execDDL(ctx, c.conn, "DROP TABLE IF EXISTS "+c.ddl.Table(expired)+c.ddl.OnCluster()); err != nil {
-		c.conn.Log().Warn("expired migration lock not dropped", "table", expired, "err", c.conn.Redact(err))
+	if err := execDDL(ctx, c, "DROP TABLE IF EXISTS "+c.Names().Table(expired)+c.Names().OnCluster()); err != nil {
+		c.Log().Warn("expired migration lock not dropped", "table", expired, "err", c.Redact(err))
 	}
 	return nil
 }
 
 // beat writes one heartbeat.
 func (l *migrationLock) beat(ctx context.Context) error {
-	q := fmt.Sprintf("INSERT INTO %s (heartbeat) SELECT now()", l.c.ddl.Table(migrationLockTable))
-	if err := l.c.conn.Exec(l.c.conn.SyncInserts(ctx), q); err != nil {
+	q := fmt.Sprintf("INSERT INTO %s (heartbeat) SELECT now()", l.c.Names().Table(migrationLockTable))
+	if err := l.c.Exec(l.c.SyncInserts(ctx), q); err != nil {
 		return fmt.Errorf("migration lock heartbeat: %w", err)
 	}
 	return nil
@@ -203,7 +202,7 @@ func (l *migrationLock) heartbeats() {
 		case <-t.C:
 			ctx, cancel := context.WithTimeout(context.Background(), lockHeartbeat)
 			if err := l.beat(ctx); err != nil {
-				l.c.conn.Log().Warn("migration lock heartbeat failed", "err", l.c.conn.Redact(err))
+				l.c.Log().Warn("migration lock heartbeat failed", "err", l.c.Redact(err))
 			}
 			cancel()
 		}
@@ -212,7 +211,7 @@ func (l *migrationLock) heartbeats() {
 
 // held returns errLockLost when the lock is no longer this process's.
 func (l *migrationLock) held(ctx context.Context) error {
-	holder, _, err := l.c.lockState(ctx)
+	holder, _, err := lockState(ctx, l.c)
 	switch {
 	case err != nil && unknownTable(err):
 		return errLockLost
@@ -235,8 +234,8 @@ func (l *migrationLock) release(ctx context.Context) {
 }
 
 func (l *migrationLock) drop(ctx context.Context) {
-	if err := execDDL(ctx, l.c.conn, "DROP TABLE IF EXISTS "+l.c.ddl.Table(migrationLockTable)+l.c.ddl.OnCluster()); err != nil {
-		l.c.conn.Log().Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.conn.Redact(err), "lease", lockLease.String())
+	if err := execDDL(ctx, l.c, "DROP TABLE IF EXISTS "+l.c.Names().Table(migrationLockTable)+l.c.Names().OnCluster()); err != nil {
+		l.c.Log().Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.Redact(err), "lease", lockLease.String())
 	}
 }
 

@@ -1,4 +1,4 @@
-package clickhouse
+package schema
 
 import (
 	"context"
@@ -21,26 +21,25 @@ import (
 // In cluster mode the scratch tables replicate under a ZooKeeper path of
 // their own, so that they can never join the replication of readsync's
 // tables, whatever READSYNC_CLICKHOUSE_REPLICA_PATH says.
-func (c *ClickHouse) TryMigrations(ctx context.Context) error {
+func TryMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	name := c.ddl.Database() + "_readsync_check_" + hex.EncodeToString(b[:])
-	topo := c.ddl.Topology()
+	name := c.Names().Database() + "_readsync_check_" + hex.EncodeToString(b[:])
+	topo := c.Names().Topology()
 	if topo.Cluster != "" {
-		topo.ReplicaPath = "/readsync_check_" + hex.EncodeToString(b[:]) + c.ddl.ReplicaPath()
+		topo.ReplicaPath = "/readsync_check_" + hex.EncodeToString(b[:]) + c.Names().ReplicaPath()
 	}
-	names := chconn.NewNames(name, topo)
-	scratch := &ClickHouse{conn: c.conn.ForDatabase(names), ddl: ddl{names}}
+	scratch := c.ForDatabase(chconn.NewNames(name, topo))
 	defer func() {
 		// The scratch database goes even when ctx has ended.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if err := c.conn.Exec(dctx, "DROP DATABASE IF EXISTS "+chconn.QuoteIdent(name)+c.ddl.OnCluster()); err != nil {
-			c.conn.Log().Warn("scratch database of a migration trial not dropped", "database", name, "err", c.conn.Redact(err))
+		if err := c.Exec(dctx, "DROP DATABASE IF EXISTS "+chconn.QuoteIdent(name)+c.Names().OnCluster()); err != nil {
+			c.Log().Warn("scratch database of a migration trial not dropped", "database", name, "err", c.Redact(err))
 		}
 	}()
-	if err := scratch.migrate(ctx, migrations()); err != nil {
-		return c.conn.Redact(fmt.Errorf("tried in the scratch database %q: %w", name, err))
+	if err := migrate(ctx, scratch, gains, migrations()); err != nil {
+		return c.Redact(fmt.Errorf("tried in the scratch database %q: %w", name, err))
 	}
 	return nil
 }
@@ -48,14 +47,14 @@ func (c *ClickHouse) TryMigrations(ctx context.Context) error {
 // CheckViews reads no rows but makes the server plan a query of each view
 // that users query: a view an earlier release created, which this server
 // no longer accepts, fails it.
-func (c *ClickHouse) CheckViews(ctx context.Context) error {
+func CheckViews(ctx context.Context, c *chconn.Conn) error {
 	for _, v := range Views() {
-		rows, err := c.conn.Query(ctx, "SELECT * FROM "+c.ddl.Table(v)+" LIMIT 0")
+		rows, err := c.Query(ctx, "SELECT * FROM "+c.Names().Table(v)+" LIMIT 0")
 		if err == nil {
 			err = rows.Close()
 		}
 		if err != nil {
-			return c.conn.Redact(fmt.Errorf("view %s: %w", v, err))
+			return c.Redact(fmt.Errorf("view %s: %w", v, err))
 		}
 	}
 	return nil

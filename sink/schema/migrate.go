@@ -1,4 +1,4 @@
-package clickhouse
+package schema
 
 import (
 	"context"
@@ -48,11 +48,11 @@ type migration struct {
 
 // migrator is what a Go migration works with.
 type migrator struct {
-	ch   *ClickHouse
-	conn *chconn.Conn
-	ddl  ddl
-	log  *slog.Logger
-	lock *migrationLock
+	conn  *chconn.Conn
+	ddl   ddl
+	log   *slog.Logger
+	lock  *migrationLock
+	gains GainsFolder
 }
 
 // held returns an error when another process took the migration lock
@@ -128,12 +128,12 @@ func (m *migrator) partitions(ctx context.Context, table string) ([]string, erro
 // onEachHost runs f with a connection to each host of the cluster in
 // turn, for statements ON CLUSTER cannot run.
 func (m *migrator) onEachHost(ctx context.Context, f func(driver.Conn) error) error {
-	hosts, err := m.ch.conn.ClusterHosts(ctx)
+	hosts, err := m.conn.ClusterHosts(ctx)
 	if err != nil {
 		return err
 	}
 	for _, h := range hosts {
-		conn, err := m.ch.conn.OpenHost(h.Address)
+		conn, err := m.conn.OpenHost(h.Address)
 		if err != nil {
 			return fmt.Errorf("host %s: %w", h.Address, err)
 		}
@@ -231,9 +231,9 @@ func (v SchemaVersion) Current() bool { return len(v.Pending) == 0 }
 // schemaVersion reads what migrations the database has had, without
 // changing anything, and returns the steps of ms still to apply on this
 // server, in order.
-func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaVersion, []migration, error) {
+func schemaVersion(ctx context.Context, c *chconn.Conn, ms []migration) (SchemaVersion, []migration, error) {
 	v := SchemaVersion{}
-	server, err := c.conn.Server(ctx)
+	server, err := c.Server(ctx)
 	if err != nil {
 		return v, nil, err
 	}
@@ -241,13 +241,13 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 	if len(ms) > 0 {
 		v.Latest = ms[len(ms)-1].id
 	}
-	tables, err := chconn.QueryColumn[string](ctx, c.conn, "SELECT name FROM system.tables WHERE database = ?", c.ddl.Database())
+	tables, err := chconn.QueryColumn[string](ctx, c, "SELECT name FROM system.tables WHERE database = ?", c.Names().Database())
 	if err != nil {
 		return v, nil, fmt.Errorf("read schema version: %w", err)
 	}
 	applied := map[uint32]bool{}
 	if slices.Contains(tables, migrationsTable) {
-		ids, err := chconn.QueryColumn[uint32](ctx, c.conn, "SELECT DISTINCT id FROM "+c.ddl.Table(migrationsTable))
+		ids, err := chconn.QueryColumn[uint32](ctx, c, "SELECT DISTINCT id FROM "+c.Names().Table(migrationsTable))
 		if err != nil {
 			return v, nil, fmt.Errorf("read %s: %w", migrationsTable, err)
 		}
@@ -268,30 +268,53 @@ func (c *ClickHouse) schemaVersion(ctx context.Context, ms []migration) (SchemaV
 	return v, pending, nil
 }
 
+// Migrate applies the migrations the database of c has not had yet, in
+// order, and records each in schema_migrations. A database an earlier
+// release created is adopted as it is. When the schema is current, Migrate
+// only reads: it issues no DDL. Concurrent calls, from this process or
+// others, end with the same schema and no error. Migration 7 computes the
+// reads gained of the history with gains.
+func Migrate(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
+	return c.Redact(migrate(ctx, c, gains, migrations()))
+}
+
+// MigrateFirst applies the first n migrations only: the schema an earlier
+// release left, for the tests that upgrade from it.
+func MigrateFirst(ctx context.Context, c *chconn.Conn, gains GainsFolder, n int) error {
+	return c.Redact(migrate(ctx, c, gains, migrations()[:n]))
+}
+
+// ReadVersion reads which migrations the database of c has had and which
+// are pending. It changes nothing.
+func ReadVersion(ctx context.Context, c *chconn.Conn) (SchemaVersion, error) {
+	v, _, err := schemaVersion(ctx, c, migrations())
+	return v, c.Redact(err)
+}
+
 // migrate applies the migrations of ms not yet recorded, in order. When
 // none is pending it issues no DDL at all: in cluster mode, an ON CLUSTER
 // statement waits for every host, and a replica that is down must not stop
 // a process from starting. Otherwise it takes the migration lock first
 // (lock.go), waiting while another process migrates, and reads again what
 // is pending once it holds it.
-func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
-	v, _, err := c.schemaVersion(ctx, ms)
+func migrate(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []migration) error {
+	v, _, err := schemaVersion(ctx, c, ms)
 	if err != nil {
 		return err
 	}
 	if v.Current() {
 		return nil
 	}
-	if err := c.checkTopology(ctx); err != nil {
+	if err := checkTopology(ctx, c); err != nil {
 		return err
 	}
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
-	ctx = c.conn.SyncInserts(ctx)
-	if err := execDDL(ctx, c.conn, c.ddl.createDatabase()); err != nil {
+	ctx = c.SyncInserts(ctx)
+	if err := execDDL(ctx, c, ddl{c.Names()}.createDatabase()); err != nil {
 		return fmt.Errorf("migration %s: create the database: %w", v.Pending[0], err)
 	}
-	lock, err := c.lockMigrations(ctx)
+	lock, err := lockMigrations(ctx, c)
 	if err != nil {
 		return fmt.Errorf("migration %s: %w", v.Pending[0], err)
 	}
@@ -300,15 +323,15 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 		defer cancel()
 		lock.release(rctx)
 	}()
-	v, pending, err := c.schemaVersion(ctx, ms)
+	v, pending, err := schemaVersion(ctx, c, ms)
 	if err != nil || v.Current() {
 		return err
 	}
 	if v.Adopt {
-		c.conn.Log().Info("adopting tables an earlier release created; they are kept as they are", "database", c.ddl.Database())
+		c.Log().Info("adopting tables an earlier release created; they are kept as they are", "database", c.Names().Database())
 	}
-	m := &migrator{ch: c, conn: c.conn, ddl: c.ddl, log: c.conn.Log(), lock: lock}
-	if err := m.exec(ctx, c.ddl.createMigrationsTable()); err != nil {
+	m := &migrator{conn: c, ddl: ddl{c.Names()}, log: c.Log(), lock: lock, gains: gains}
+	if err := m.exec(ctx, ddl{c.Names()}.createMigrationsTable()); err != nil {
 		return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 	}
 	for _, mig := range pending {
@@ -316,27 +339,27 @@ func (c *ClickHouse) migrate(ctx context.Context, ms []migration) error {
 			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
 		}
 		start := time.Now()
-		c.conn.Log().Info("applying migration", "migration", mig.id, "name", mig.name)
-		if err := c.apply(ctx, m, mig); err != nil {
+		c.Log().Info("applying migration", "migration", mig.id, "name", mig.name)
+		if err := apply(ctx, m, mig); err != nil {
 			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
 		}
 		d := time.Since(start)
 		if err := m.held(ctx); err != nil {
 			return fmt.Errorf("migration %d %q: %w", mig.id, mig.name, err)
 		}
-		if err := c.record(ctx, mig, start, d); err != nil {
+		if err := record(ctx, c, mig, start, d); err != nil {
 			return fmt.Errorf("migration %d %q: record in %s: %w", mig.id, mig.name, migrationsTable, err)
 		}
-		c.conn.Log().Info("migration applied", "migration", mig.id, "name", mig.name, "duration_ms", d.Milliseconds())
+		c.Log().Info("migration applied", "migration", mig.id, "name", mig.name, "duration_ms", d.Milliseconds())
 	}
 	return nil
 }
 
-func (c *ClickHouse) apply(ctx context.Context, m *migrator, mig migration) error {
+func apply(ctx context.Context, m *migrator, mig migration) error {
 	if mig.run != nil {
 		return mig.run(ctx, m)
 	}
-	for _, q := range mig.sql(c.ddl) {
+	for _, q := range mig.sql(m.ddl) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -358,29 +381,29 @@ func applicable(ms []migration, server chconn.Server) []migration {
 // checkTopology makes sure, before any DDL, that the cluster exists and
 // that the database does not hold single-server tables under the names
 // cluster mode gives its Distributed tables.
-func (c *ClickHouse) checkTopology(ctx context.Context) error {
-	if !c.ddl.Clustered() {
+func checkTopology(ctx context.Context, c *chconn.Conn) error {
+	if !c.Names().Clustered() {
 		return nil
 	}
-	if _, err := c.conn.ClusterHosts(ctx); err != nil {
+	if _, err := c.ClusterHosts(ctx); err != nil {
 		return err
 	}
 	var engine string
-	err := c.conn.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.ddl.Database(), ProjectsTable.name).Scan(&engine)
+	err := c.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.Names().Database(), ProjectsTable.name).Scan(&engine)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("look for earlier tables: %w", err)
 	case engine != "Distributed":
 		return fmt.Errorf("database %q holds single-server tables (projects is %s): cluster mode keeps its rows in *_local tables behind Distributed ones; "+
-			"use a new database, or move the rows with INSERT … SELECT once the cluster tables exist", c.ddl.Database(), engine)
+			"use a new database, or move the rows with INSERT … SELECT once the cluster tables exist", c.Names().Database(), engine)
 	}
 	return nil
 }
 
 // record notes in schema_migrations that mig has been applied.
-func (c *ClickHouse) record(ctx context.Context, mig migration, start time.Time, d time.Duration) error {
-	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.ddl.Table(migrationsTable)+" (id, name, applied_at, duration_ms)")
+func record(ctx context.Context, c *chconn.Conn, mig migration, start time.Time, d time.Duration) error {
+	b, err := c.PrepareBatch(ctx, "INSERT INTO "+c.Names().Table(migrationsTable)+" (id, name, applied_at, duration_ms)")
 	if err != nil {
 		return err
 	}

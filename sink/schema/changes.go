@@ -1,4 +1,4 @@
-package clickhouse
+package schema
 
 import "fmt"
 
@@ -13,8 +13,8 @@ import "fmt"
 
 // Names of the change tables.
 const (
-	snapshotChanges = "snapshot_changes"
-	tickChanges     = "tick_changes"
+	SnapshotChanges = "snapshot_changes"
+	TickChanges     = "tick_changes"
 )
 
 // changeLayout stores a change table by the time of the change, so that
@@ -27,7 +27,7 @@ func changeLayout(orderBy, shardBy string) layout {
 // snapshotChangesTable holds one row per INSERT block and project
 // snapshot written.
 var snapshotChangesTable = rollupTable{
-	tableDef: tableDef{name: snapshotChanges, columns: []columnDef{
+	tableDef: tableDef{name: SnapshotChanges, columns: []columnDef{
 		{"changed_at", "DateTime"}, {"project_id", "Int64"}, {"snapshot_at", "DateTime"},
 	}, layout: changeLayout("(changed_at, project_id, snapshot_at)", "project_id")},
 	fill: `SELECT now() AS changed_at, project_id, snapshot_at
@@ -40,7 +40,7 @@ GROUP BY project_id, snapshot_at`,
 // daemon records as missed at start) changes the missed ticks of the
 // intervals around it.
 var tickChangesTable = rollupTable{
-	tableDef: tableDef{name: tickChanges, columns: []columnDef{
+	tableDef: tableDef{name: TickChanges, columns: []columnDef{
 		{"changed_at", "DateTime"}, {"schedule", "String"}, {"tick", "DateTime"},
 	}, layout: changeLayout("(changed_at, schedule, tick)", "schedule")},
 	fill: `SELECT now() AS changed_at, schedule, snapshot_at AS tick

@@ -1,4 +1,4 @@
-package clickhouse
+package schema
 
 import "fmt"
 
@@ -14,13 +14,13 @@ func bigEndian(x string) string {
 	return fmt.Sprintf("substring(concat('\\0\\0\\0\\0\\0\\0\\0\\0', reverse(reinterpretAsString(%[1]s))), length(reinterpretAsString(%[1]s)) + 1, 8)", x)
 }
 
-// rowUInt64 reads back the UInt64 that bigEndian wrote at position pos
+// RowUInt64 reads back the UInt64 that bigEndian wrote at position pos
 // (1-based) of the string r.
-func rowUInt64(r string, pos int) string {
+func RowUInt64(r string, pos int) string {
 	return fmt.Sprintf("reinterpretAsUInt64(reverse(substring(%s, %d, 8)))", r, pos)
 }
 
-// snapshotRow encodes a snapshot row as one String that sorts as argMax
+// SnapshotRow encodes a snapshot row as one String that sorts as argMax
 // over (snapshot_at, version) orders rows: snapshot_at and version in
 // bigEndian form, then read_count and total the same way, then the bytes
 // of percent. The rollups keep max of it per message, the cheapest
@@ -31,14 +31,14 @@ func rowUInt64(r string, pos int) string {
 // key are the same row written twice, so max picks what argMax would.
 // percent comes last because reinterpretAsString drops its trailing zero
 // bytes; reinterpretAsFloat64 pads them back, exactly.
-var snapshotRow = "concat(" + bigEndian("toUInt64(toUInt32(snapshot_at))") + ", " + bigEndian("version") + ", " +
+var SnapshotRow = "concat(" + bigEndian("toUInt64(toUInt32(snapshot_at))") + ", " + bigEndian("version") + ", " +
 	bigEndian("read_count") + ", " + bigEndian("total") + ", reinterpretAsString(percent))"
 
-// Where snapshotRow's fields begin.
+// Where SnapshotRow's fields begin.
 const (
-	rowSnapshotAt = 1
-	rowVersion    = 9
-	rowReadCount  = 17
-	rowTotal      = 25
+	RowSnapshotAt = 1
+	RowVersion    = 9
+	RowReadCount  = 17
+	RowTotal      = 25
 	rowPercent    = 33
 )

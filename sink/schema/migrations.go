@@ -1,4 +1,10 @@
-package clickhouse
+// Package schema is readsync's schema in ClickHouse: the declarations of
+// its tables, their DDL and the views' SQL, rendered for a database and
+// topology without a server, and the migrations that bring a database to
+// it, one process at a time. TryMigrations and CheckViews hold a server to
+// it. It computes no derived rows: migration 7's fold of reads gained is
+// passed in (GainsFolder).
+package schema
 
 import (
 	"context"
@@ -24,8 +30,8 @@ const dedupWindow = 1000
 // The DDL uses only what ClickHouse 18.16 and current releases share: no
 // DateTime64, Bool, LowCardinality, TTL or window functions, and the JOIN
 // form of views.go. The tests run every step on both, and check every
-// statement readsync sends for shapes one of them refuses
-// (TestNoStatementOnlyOneServerTakes).
+// statement readsync sends for shapes one of them refuses (RefusedBy, in
+// dialect.go).
 func migrations() []migration {
 	return []migration{
 		// The schema of the first release, as it created it; a database
@@ -36,7 +42,7 @@ func migrations() []migration {
 			for _, t := range []tableDef{ProjectsTable.def(), MessagesTable.def(), SnapshotsTable.def(), RunsTable.def()} {
 				stmts = append(stmts, d.createTable(t)...)
 			}
-			return append(stmts, d.createView(latestView, messageReadLatestV1(d)), d.createView(dailyView, projectReadDailyV1(d)))
+			return append(stmts, d.createView(LatestView, messageReadLatestV1(d)), d.createView(DailyView, projectReadDailyV1(d)))
 		}},
 		// Rollups for the views, so that a dashboard query costs what it
 		// shows rather than the passes stored; see rollups.go.
@@ -68,7 +74,7 @@ func migrations() []migration {
 				return nil
 			}
 			var stmts []string
-			for _, t := range []string{ProjectsTable.name, MessagesTable.name, SnapshotsTable.name, RunsTable.name, latestRollup, dailyRollup, snapshotRollup} {
+			for _, t := range []string{ProjectsTable.name, MessagesTable.name, SnapshotsTable.name, RunsTable.name, LatestRollup, DailyRollup, SnapshotRollup} {
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.Table(t), chconn.SettingDedupWindow, dedupWindow))
 			}
 			return stmts
@@ -80,7 +86,7 @@ func migrations() []migration {
 			if err := m.addColumn(ctx, RunsTable.name, "shard", "String", "error"); err != nil {
 				return err
 			}
-			return m.exec(ctx, m.ddl.createView(coverageView, scheduleCoverage(m.ddl)))
+			return m.exec(ctx, m.ddl.createView(CoverageView, scheduleCoverage(m.ddl)))
 		}},
 		// Reads gained per project and snapshot, and per day, computed
 		// as readsync writes (gains.go); the history written before is

@@ -1,4 +1,4 @@
-package clickhouse
+package schema
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 		start := time.Now()
 		for _, r := range rollups {
 			where := "WHERE toYYYYMM(snapshot_at) = " + p
-			if r.name == snapshotRollup {
+			if r.name == SnapshotRollup {
 				if slices.Contains(folded, p) {
 					continue
 				}
@@ -118,9 +118,9 @@ var foldsTable = tableDef{name: "project_read_snapshot_rollup_folds", columns: [
 // when the rollup's materialized view does not exist yet; otherwise the
 // cutoff an earlier run took before it created the view.
 func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
-	n, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.Database(), snapshotRollup+"_mv")
+	n, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.Database(), SnapshotRollup+"_mv")
 	if err != nil {
-		return 0, fmt.Errorf("look for %s_mv: %w", snapshotRollup, err)
+		return 0, fmt.Errorf("look for %s_mv: %w", SnapshotRollup, err)
 	}
 	if n[0] > 0 {
 		c, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT max(cutoff) FROM "+m.ddl.Table(foldsTable.name)+" WHERE partition = ''")
@@ -140,7 +140,7 @@ func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
 // rollup, a month at a time, which bounds the GROUP BY's memory by a
 // month's messages × days.
 func foldDays(ctx context.Context, m *migrator) error {
-	months, err := m.partitions(ctx, dailyRollup)
+	months, err := m.partitions(ctx, DailyRollup)
 	if err != nil {
 		return err
 	}
@@ -149,8 +149,8 @@ func foldDays(ctx context.Context, m *migrator) error {
 			return err
 		}
 		start := time.Now()
-		if err := m.exec(ctx, dayRefresh(m.ddl, "WHERE toYYYYMM(day) = "+month)); err != nil {
-			return fmt.Errorf("fold month %s into %s: %w", month, dayRollup, err)
+		if err := m.exec(ctx, DayRefresh(m.ddl.Names, "WHERE toYYYYMM(day) = "+month)); err != nil {
+			return fmt.Errorf("fold month %s into %s: %w", month, DayRollup, err)
 		}
 		m.log.Info("folded project days", "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
 	}
