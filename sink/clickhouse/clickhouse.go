@@ -12,21 +12,19 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
 )
 
 // ClickHouse writes rows to a ClickHouse server over the native protocol.
 // It is safe for concurrent use; Close releases its connections.
 type ClickHouse struct {
-	conn  *chconn.Conn
-	names chconn.Names // names the database and the tables in it
+	conn    *chconn.Conn
+	history *derived.History
 
 	schemaMu   sync.Mutex
 	migrated   bool
 	migrateErr error // why the last Migrate failed; nil once one succeeds
-
-	// reconcileMu makes this process's reconciles run one at a time.
-	reconcileMu sync.Mutex
 }
 
 // ObserveInserts makes every INSERT report its table, row count, duration
@@ -64,14 +62,14 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	if err != nil {
 		return nil, err
 	}
-	return &ClickHouse{conn: conn, names: conn.Names()}, nil
+	return &ClickHouse{conn: conn, history: derived.New(conn)}, nil
 }
 
 // Close closes the connections.
 func (c *ClickHouse) Close() error { return c.conn.Close() }
 
 // Database is the database the tables live in.
-func (c *ClickHouse) Database() string { return c.names.Database() }
+func (c *ClickHouse) Database() string { return c.conn.Names().Database() }
 
 // Server returns the server readsync writes to, read on the first call
 // that reaches it and kept for the connection's life.
@@ -85,7 +83,7 @@ func (c *ClickHouse) Hosts(ctx context.Context) ([]chconn.Host, error) { return 
 
 // Clustered reports whether the tables live on a cluster, and its name.
 func (c *ClickHouse) Clustered() (string, bool) {
-	return c.names.Topology().Cluster, c.names.Clustered()
+	return c.conn.Names().Topology().Cluster, c.conn.Names().Clustered()
 }
 
 // Ping checks that the server answers now and returns its release.
@@ -109,7 +107,7 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	if err := schema.Migrate(ctx, c.conn, foldGainsOn); err != nil {
+	if err := schema.Migrate(ctx, c.conn, derived.FoldGains); err != nil {
 		c.migrateErr = err
 		return err
 	}
@@ -135,7 +133,7 @@ func (c *ClickHouse) SchemaVersion(ctx context.Context) (schema.SchemaVersion, e
 // server takes readsync's migrations from the user of the DSN, by applying
 // them to a scratch database (see schema.TryMigrations).
 func (c *ClickHouse) TryMigrations(ctx context.Context) error {
-	return schema.TryMigrations(ctx, c.conn, foldGainsOn)
+	return schema.TryMigrations(ctx, c.conn, derived.FoldGains)
 }
 
 // CheckViews reads no rows but makes the server plan a query of each view
@@ -181,7 +179,7 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := chconn.Insert(ctx, c.conn, schema.SnapshotsTable, b, b.Snapshots); err != nil {
 		return err
 	}
-	if err := c.refresh(ctx, writtenSnapshots(b.Snapshots)); err != nil {
+	if err := c.history.Refresh(ctx, b.Snapshots); err != nil {
 		c.conn.Log().Warn("derived rows not refreshed after a write; the next reconcile refreshes them", "snapshot_rows", len(b.Snapshots), "err", err)
 	}
 	return nil

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/derived"
 )
 
 // Rows that reach message_read_snapshots without readsync's refresh (a
@@ -21,7 +21,7 @@ func TestReconcileRefreshesWhatChanged(t *testing.T) {
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	h.pass(day.Add(4 * time.Hour))
 	h.pass(day.Add(8 * time.Hour))
-	reconcile := func() clickhouse.ReconcileReport {
+	reconcile := func() derived.ReconcileReport {
 		t.Helper()
 		rep, err := ch.Reconcile(ctx)
 		if err != nil {

@@ -31,7 +31,7 @@ func (c *ClickHouse) LastTicks(ctx context.Context, index int) (map[string]time.
 	if index >= 0 {
 		shard = "splitByChar('/', shard)[1] = " + chconn.QuoteString(strconv.Itoa(index))
 	}
-	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.names.Table(schema.RunsTable.Name()), shard)
+	q := fmt.Sprintf("SELECT schedule, toUInt32(max(snapshot_at)) FROM %s WHERE trigger = 'cron' AND %s GROUP BY schedule", c.conn.Names().Table(schema.RunsTable.Name()), shard)
 	ats, err := chconn.QueryMap[string, uint32](ctx, c.conn, q)
 	if err != nil {
 		return nil, c.conn.Redact(fmt.Errorf("last recorded ticks: %w", err))

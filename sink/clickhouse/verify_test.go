@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
 // assertVerified fails t when Verify finds a view that differs from its
 // brute force, naming every row that does.
-func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) clickhouse.VerifyReport {
+func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) derived.VerifyReport {
 	t.Helper()
 	rep, err := ch.Verify(context.Background(), since)
 	if err != nil {
@@ -28,7 +29,7 @@ func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) cl
 	return rep
 }
 
-func describeDiff(v clickhouse.ViewDiff) string {
+func describeDiff(v derived.ViewDiff) string {
 	var b strings.Builder
 	for _, d := range v.Missing {
 		fmt.Fprintf(&b, "  missing %s: %s\n", d.Key, d.Want)

@@ -9,7 +9,8 @@ import "fmt"
 // sync_runs recorded. readsync's own writes, a spool replay, a process of
 // an earlier release during a rolling upgrade and rows inserted by hand
 // all land there alike, in the same INSERT as the rows, so no crash can
-// separate the two. The reconcile (reconcile.go) refreshes what changed.
+// separate the two. The reconcile (package derived's reconcile.go)
+// refreshes what changed.
 
 // Names of the change tables.
 const (

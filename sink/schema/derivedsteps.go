@@ -58,15 +58,16 @@ func migrateGains(ctx context.Context, m *migrator) error {
 // migrateDerived is migration 7: the derived rows become a function of
 // the stored history that readsync can check and mend. It
 //   - adds to message_read_snapshots the schedule that wrote each row, by
-//     which reads gained count missed ticks (gainschedules.go), and keeps
-//     the schedules release 0.3.0 counted the history's missed ticks by;
+//     which reads gained count missed ticks (package derived's
+//     gainschedules.go), and keeps the schedules release 0.3.0 counted the
+//     history's missed ticks by;
 //   - adds to the gains rollup the newest write at each snapshot, which
 //     project_read_snapshots shows from then on: a choice between
 //     refreshes, where the summing rollup it read before counted a
 //     repeated INSERT twice on servers without deduplication tokens;
-//   - creates the change logs and the record of reconciles (changes.go,
-//     reconcile.go), before the fold, so that what other processes write
-//     meanwhile is reconciled after;
+//   - creates the change logs and the record of reconciles (changes.go;
+//     package derived's reconcile.go), before the fold, so that what other
+//     processes write meanwhile is reconciled after;
 //   - computes the day rollup and the gains of the whole history again,
 //     the gains in this release's form, and replaces
 //     project_read_snapshots. Earlier releases left a day or a snapshot
@@ -116,10 +117,10 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 }
 
 // fillLegacySchedules copies into legacySchedulesTable the schedule of
-// every snapshot whose gains release 0.3.0 computed with one: the highest
-// of its rows with a key of that release's form (which starts with 0; see
-// gainKeyFormat). Run again, it copies the same: a key of this release's
-// form never counts.
+// every snapshot whose gains release 0.3.0 computed with one: the
+// highest of its rows with a key of that release's form (which starts
+// with 0; see package derived's gainKeyFormat). Run again, it copies the
+// same: a key of this release's form never counts.
 func fillLegacySchedules(ctx context.Context, m *migrator) error {
 	q := fmt.Sprintf(`INSERT INTO %s (project_id, snapshot_at, schedule)
 SELECT project_id, snapshot_at, legacy_schedule

@@ -89,8 +89,8 @@ func migrations() []migration {
 			return m.exec(ctx, m.ddl.createView(CoverageView, scheduleCoverage(m.ddl)))
 		}},
 		// Reads gained per project and snapshot, and per day, computed
-		// as readsync writes (gains.go); the history written before is
-		// folded in by migration 7.
+		// as readsync writes (package derived's gains.go); the history
+		// written before is folded in by migration 7.
 		{id: 6, name: "reads gained", run: migrateGains},
 		// Derived rows that can be checked and mended: the schedule
 		// stored with the rows, the newest write in the gains rollup,

@@ -8,7 +8,7 @@ import "fmt"
 
 // snapshotsFromGains is project_read_snapshots from migration 7 on: each
 // project snapshot's newest write, as the refresh of its gains with the
-// highest key saw it (see gains.go).
+// highest key saw it (see package derived's gains.go).
 func snapshotsFromGains(d ddl) string {
 	snaps := fmt.Sprintf(`SELECT
     project_id,
@@ -26,8 +26,9 @@ FROM
 }
 
 // gainsPerSnapshot selects, per project and snapshot, the values of the
-// refresh with the highest key (see gains.go), as the tuple g: previous
-// snapshot time, messages, new messages, reads gained, missed ticks.
+// refresh with the highest key (see package derived's gains.go), as the
+// tuple g: previous snapshot time, messages, new messages, reads gained,
+// missed ticks.
 func gainsPerSnapshot(d ddl) string {
 	return fmt.Sprintf(`SELECT
     project_id,
@@ -58,7 +59,7 @@ FROM
 
 // projectReadDailyGains is project_read_daily_gains: the gains of a
 // project's snapshots summed per UTC day, from the day gains rollup (see
-// gaindays.go). An interval counts on the day of the snapshot that ends
+// package derived's gaindays.go). An interval counts on the day of the snapshot that ends
 // it, its missed ticks too.
 func projectReadDailyGains(d ddl) string {
 	days := fmt.Sprintf(`SELECT

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"cmp"
@@ -15,15 +15,16 @@ import (
 // its last count before the day, so the daily view adds up with
 // project_read_daily.
 //
-// 18.16 has no window functions, and a difference of consecutive values at
-// query time would cost the whole history anyway, so readsync computes the
-// gains when it writes (refreshGains) and stores one row per refresh in
-// the gains rollup; the views pick, per project and snapshot, the row of
-// the highest key. The key grows with the rows the refresh saw, as the day
-// rollup's does (dayrefresh.go): of two refreshes, one saw every row the
-// other saw and maybe more, and then its key is at least as high, and
-// higher when its values differ. Refreshes may so land in any order, twice,
-// or from two processes at once.
+// 18.16 has no window functions, and a difference of consecutive values
+// at query time would cost the whole history anyway, so readsync
+// computes the gains when it writes (refreshGains) and stores one row
+// per refresh in the gains rollup; the views pick, per project and
+// snapshot, the row of the highest key. The key grows with the rows the
+// refresh saw, as the day rollup's does (package schema's
+// dayrefresh.go): of two refreshes, one saw every row the other saw and
+// maybe more, and then its key is at least as high, and higher when its
+// values differ. Refreshes may so land in any order, twice, or from two
+// processes at once.
 
 // snapRow is a message's row at a snapshot, as a refresh reads it.
 type snapRow struct {

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"cmp"
@@ -34,21 +34,21 @@ type bruteRow struct {
 }
 
 // bruteForce returns every view's rows in the window from from on.
-func (c *ClickHouse) bruteForce(ctx context.Context, from uint32) (map[string]viewRows, error) {
+func (h *History) bruteForce(ctx context.Context, from uint32) (map[string]viewRows, error) {
 	out := map[string]viewRows{}
 	for _, v := range schema.Views() {
 		out[v] = viewRows{}
 	}
-	names, err := c.bruteNames(ctx)
+	names, err := h.bruteNames(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ticks, err := c.bruteCoverage(ctx, from, out[schema.CoverageView])
+	ticks, err := h.bruteCoverage(ctx, from, out[schema.CoverageView])
 	if err != nil {
 		return nil, err
 	}
-	counts, err := chconn.QueryMap[int64, uint64](ctx, c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
-		c.names.Table(schema.SnapshotsTable.Name()), chconn.DateTime(from)))
+	counts, err := chconn.QueryMap[int64, uint64](ctx, h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
+		h.names.Table(schema.SnapshotsTable.Name()), chconn.DateTime(from)))
 	if err != nil {
 		return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
 	}
@@ -58,7 +58,7 @@ func (c *ClickHouse) bruteForce(ctx context.Context, from uint32) (map[string]vi
 		if len(step) == 0 {
 			return nil
 		}
-		err := c.bruteStep(ctx, step, from, names, ticks, out)
+		err := h.bruteStep(ctx, step, from, names, ticks, out)
 		step, n = nil, 0
 		return err
 	}
@@ -83,9 +83,9 @@ type bruteNamesOf struct {
 	subjects map[msgKey]string
 }
 
-func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
+func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	n := bruteNamesOf{projects: map[int64][2]string{}, subjects: map[msgKey]string{}}
-	err := chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
+	err := chconn.QueryEach(ctx, h.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+h.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
 		func(rows driver.Rows) error {
 			var (
 				id        int64
@@ -100,7 +100,7 @@ func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	if err != nil {
 		return n, fmt.Errorf("read the projects' names: %w", err)
 	}
-	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
+	err = chconn.QueryEach(ctx, h.conn, "SELECT project_id, id, argMax(subject, version) FROM "+h.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
 		func(rows driver.Rows) error {
 			var (
 				k       msgKey
@@ -121,14 +121,14 @@ func (c *ClickHouse) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 // bruteCoverage puts schedule_coverage's rows from from on into rows, and
 // returns every cron tick recorded, per schedule, sorted: what missed
 // ticks count.
-func (c *ClickHouse) bruteCoverage(ctx context.Context, from uint32, rows viewRows) (map[string][]uint32, error) {
+func (h *History) bruteCoverage(ctx context.Context, from uint32, rows viewRows) (map[string][]uint32, error) {
 	type tick struct {
 		schedule string
 		at       uint32
 	}
 	type fate struct{ run, ok, skipped, missed bool }
 	fates := map[tick]*fate{}
-	err := chconn.QueryEach(ctx, c.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
+	err := chconn.QueryEach(ctx, h.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+h.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
 		func(r driver.Rows) error {
 			var (
 				t      tick
@@ -186,12 +186,12 @@ func (c *ClickHouse) bruteCoverage(ctx context.Context, from uint32, rows viewRo
 }
 
 // bruteStep computes the rows of the snapshot views for projects.
-func (c *ClickHouse) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
-	priors, err := c.brutePriors(ctx, projects, from)
+func (h *History) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
+	priors, err := h.brutePriors(ctx, projects, from)
 	if err != nil {
 		return err
 	}
-	schedules, err := c.bruteSchedules(ctx, projects, from)
+	schedules, err := h.bruteSchedules(ctx, projects, from)
 	if err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func (c *ClickHouse) bruteStep(ctx context.Context, projects []int64, from uint3
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
 FROM %s
 WHERE %s AND snapshot_at >= %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
 	// Each message's newest row at each of its snapshots, in order.
 	var (
 		msg     []bruteRow
@@ -210,7 +210,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 		started bool
 	)
 	acc := newBruteAcc()
-	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads, &r.total, &r.percent); err != nil {
 			return err
@@ -239,7 +239,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 }
 
 // brutePriors returns each message's newest row before from.
-func (c *ClickHouse) brutePriors(ctx context.Context, projects []int64, from uint32) (map[msgKey]bruteRow, error) {
+func (h *History) brutePriors(ctx context.Context, projects []int64, from uint32) (map[msgKey]bruteRow, error) {
 	out := map[msgKey]bruteRow{}
 	if from == 0 {
 		return out, nil
@@ -255,8 +255,8 @@ FROM
     FROM %s
     WHERE %s AND snapshot_at < %s
     GROUP BY project_id, message_id
-)`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
-	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
+)`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
 			return err
@@ -273,7 +273,7 @@ FROM
 // bruteSchedules returns the schedule of each snapshot of projects from
 // from on that has one: its newest write's, else the one release 0.3.0
 // counted its missed ticks by (see gainschedules.go).
-func (c *ClickHouse) bruteSchedules(ctx context.Context, projects []int64, from uint32) (map[gainTarget]string, error) {
+func (h *History) bruteSchedules(ctx context.Context, projects []int64, from uint32) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
 	for _, q := range []string{
 		"SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
@@ -287,7 +287,7 @@ func (c *ClickHouse) bruteSchedules(ctx context.Context, projects []int64, from 
 		if err != nil {
 			return nil, err
 		}
-		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf(q, c.names.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
+		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf(q, h.names.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
 			func(rows driver.Rows) error {
 				var (
 					t gainTarget

@@ -1,4 +1,4 @@
-package clickhouse
+package clickhouse_test
 
 import (
 	"context"
@@ -9,12 +9,24 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
-func openCluster(t *testing.T, c *sinktest.Cluster, node int) *ClickHouse {
+// openCluster opens readsync's ClickHouse on a node of the cluster.
+func openCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
 	t.Helper()
-	return openTest(t, c.DSNs[node], WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
+	d, err := chconn.ParseDSN(c.DSNs[node])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := clickhouse.OpenClickHouse(context.Background(), d, clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	return ch
 }
 
 // A refresh that reads a replica behind its peer computes a snapshot's
@@ -25,7 +37,7 @@ func openCluster(t *testing.T, c *sinktest.Cluster, node int) *ClickHouse {
 func TestReconcileMendsARefreshOfALaggingReplica(t *testing.T) {
 	c := sinktest.NewCluster(t, sinktest.Replicated)
 	ctx := context.Background()
-	chs := []*ClickHouse{openCluster(t, c, 0), openCluster(t, c, 1)}
+	chs := []*clickhouse.ClickHouse{openCluster(t, c, 0), openCluster(t, c, 1)}
 	if err := chs[0].Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +80,7 @@ func TestReconcileMendsARefreshOfALaggingReplica(t *testing.T) {
 			}
 		}
 	}
-	verify := func(node int) VerifyReport {
+	verify := func(node int) derived.VerifyReport {
 		t.Helper()
 		rep, err := chs[node].Verify(ctx, time.Time{})
 		if err != nil {

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 // How readsync refreshes the derived rows of project snapshots: after each
 // write, the snapshots it wrote; after each pass, those the server
 // recorded as changed since the last reconcile (see reconcile.go). What
-// is computed is in gains.go, dayrefresh.go and gaindays.go.
+// is computed is in gains.go, dayrefresh.go and gaindays.go, with the SQL
+// of package schema.
 
 // writtenSnapshots is the set of project snapshots of rows just written.
 func writtenSnapshots(snaps []sink.Snapshot) chconn.SnapshotSet {
@@ -27,20 +28,20 @@ func writtenSnapshots(snaps []sink.Snapshot) chconn.SnapshotSet {
 	return s
 }
 
-// refresh recomputes the derived rows of the project snapshots written
-// has rows at, just written: the days they fall on in the day rollup, the
-// gains at each of them and at the later snapshots whose previous rows
+// Refresh recomputes the derived rows of the project snapshots the rows
+// written, just written, are at: the days they fall on in the day rollup,
+// the gains at each of them and at the later snapshots whose previous rows
 // they are, and the days of those in the day gains rollup.
-func (c *ClickHouse) refresh(ctx context.Context, written chconn.SnapshotSet) error {
-	_, err := c.refreshSets(ctx, written, nil)
+func (h *History) Refresh(ctx context.Context, written []sink.Snapshot) error {
+	_, err := h.refreshSets(ctx, writtenSnapshots(written), nil)
 	return err
 }
 
-// refreshSets is refresh, with also the gains at the snapshots of also,
+// refreshSets is Refresh, with also the gains at the snapshots of also,
 // whose rows did not change but whose missed ticks may have. A gains row
 // whose key the rollup holds already is not written again, so a refresh of
 // what is current writes only the day states, which their rollups merge.
-func (c *ClickHouse) refreshSets(ctx context.Context, written, also chconn.SnapshotSet) (refreshResult, error) {
+func (h *History) refreshSets(ctx context.Context, written, also chconn.SnapshotSet) (refreshResult, error) {
 	var res refreshResult
 	targets := chconn.SnapshotSet{}
 	targets.AddAll(written)
@@ -48,30 +49,30 @@ func (c *ClickHouse) refreshSets(ctx context.Context, written, also chconn.Snaps
 	if targets.Len() == 0 {
 		return res, nil
 	}
-	if err := c.refreshDays(ctx, written.Days()); err != nil {
+	if err := h.refreshDays(ctx, written.Days()); err != nil {
 		return res, err
 	}
-	if err := c.addSuccessors(ctx, targets, written); err != nil {
-		return res, c.conn.Redact(fmt.Errorf("refresh reads gained: %w", err))
+	if err := h.addSuccessors(ctx, targets, written); err != nil {
+		return res, h.conn.Redact(fmt.Errorf("refresh reads gained: %w", err))
 	}
 	res.targets = targets.Len()
-	rows, err := c.computeGains(ctx, targets)
+	rows, err := h.computeGains(ctx, targets)
 	if err != nil {
-		return res, c.conn.Redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", targets.Len(), err))
+		return res, h.conn.Redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", targets.Len(), err))
 	}
-	res.rewritten, err = c.storeGains(ctx, rows, targets.Days())
+	res.rewritten, err = h.storeGains(ctx, rows, targets.Days())
 	return res, err
 }
 
 // storeGains inserts the gain rows whose key the rollup does not hold as
 // its highest for their snapshot, then refreshes days; it returns how many
 // rows it inserted.
-func (c *ClickHouse) storeGains(ctx context.Context, rows []schema.GainRow, days map[chconn.ProjectDay]bool) (int, error) {
+func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, days map[chconn.ProjectDay]bool) (int, error) {
 	set := chconn.SnapshotSet{}
 	for _, r := range rows {
 		set.Add(r.ProjectID, uint32(r.SnapshotAt.Unix()))
 	}
-	stored, err := c.storedGainKeys(ctx, set)
+	stored, err := h.storedGainKeys(ctx, set)
 	if err != nil {
 		return 0, err
 	}
@@ -81,15 +82,15 @@ func (c *ClickHouse) storeGains(ctx context.Context, rows []schema.GainRow, days
 			fresh = append(fresh, r)
 		}
 	}
-	if err := chconn.Insert(ctx, c.conn, schema.GainsTable, nil, fresh); err != nil {
+	if err := chconn.Insert(ctx, h.conn, schema.GainsTable, nil, fresh); err != nil {
 		return 0, err
 	}
-	return len(fresh), c.refreshGainDays(ctx, days)
+	return len(fresh), h.refreshGainDays(ctx, days)
 }
 
 // storedGainKeys returns the highest key the gains rollup holds for each
 // snapshot of set that it has.
-func (c *ClickHouse) storedGainKeys(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
+func (h *History) storedGainKeys(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
 	if set.Len() == 0 {
 		return out, nil
@@ -99,8 +100,8 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set chconn.SnapshotSet)
 		return nil, err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), max(gain_key) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.names.Table(schema.GainsRollup), cond)
-	err = chconn.QueryEach(chconn.WithExternal(ctx, tables...), c.conn, q, func(rows driver.Rows) error {
+		h.names.Table(schema.GainsRollup), cond)
+	err = chconn.QueryEach(chconn.WithExternal(ctx, tables...), h.conn, q, func(rows driver.Rows) error {
 		var (
 			t   gainTarget
 			key string
@@ -114,7 +115,7 @@ func (c *ClickHouse) storedGainKeys(ctx context.Context, set chconn.SnapshotSet)
 		return nil
 	})
 	if err != nil {
-		return nil, c.conn.Redact(fmt.Errorf("read the keys of %s: %w", schema.GainsRollup, err))
+		return nil, h.conn.Redact(fmt.Errorf("read the keys of %s: %w", schema.GainsRollup, err))
 	}
 	return out, nil
 }
@@ -151,7 +152,7 @@ func snapshotCondition(set chconn.SnapshotSet, name string) ([]*chconn.ExtTable,
 // has a later snapshot, each of s's messages' next snapshot: s is now its
 // previous one. Writes in order, the daemon's, have none: one cheap query
 // on the snapshot rollup says so.
-func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written chconn.SnapshotSet) error {
+func (h *History) addSuccessors(ctx context.Context, targets, written chconn.SnapshotSet) error {
 	first := map[int64]uint32{}
 	lowest := uint32(math.MaxUint32)
 	for p, ats := range written {
@@ -163,8 +164,8 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written chconn.
 		return err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at > %s GROUP BY project_id",
-		c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "written"), chconn.DateTime(lowest))
-	latest, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), c.conn, q)
+		h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "written"), chconn.DateTime(lowest))
+	latest, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
 	if err != nil {
 		return fmt.Errorf("look for later snapshots: %w", err)
 	}
@@ -194,10 +195,10 @@ func (c *ClickHouse) addSuccessors(ctx context.Context, targets, written chconn.
 		return err
 	}
 	left := fmt.Sprintf("SELECT project_id, message_id, snapshot_at\nFROM %s\nWHERE %s AND snapshot_at >= %s",
-		c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
+		h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
 	right := "SELECT project_id, snapshot_at AS written_at\nFROM later_snapshots"
 	q = fmt.Sprintf(nextSnapshotsSQL, schema.Join("ALL INNER", left, right, "project_id"))
-	err = chconn.QueryEach(chconn.WithExternal(ctx, lp, lt), c.conn, q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(chconn.WithExternal(ctx, lp, lt), h.conn, q, func(rows driver.Rows) error {
 		var (
 			p    int64
 			next uint32
@@ -241,7 +242,7 @@ WHERE listed > 0 AND toUInt32(next_at) > toUInt32(written_at)`
 // previous snapshot, read in the same scan as the targets' rows; only the
 // messages not listed there (new ones, ones listed again after a while)
 // are looked up further back, by name.
-func (c *ClickHouse) computeGains(ctx context.Context, targets chconn.SnapshotSet) ([]schema.GainRow, error) {
+func (h *History) computeGains(ctx context.Context, targets chconn.SnapshotSet) ([]schema.GainRow, error) {
 	type window struct{ from, to uint32 }
 	type days struct{ from, to uint32 }
 	groups := map[days][]int64{}
@@ -258,11 +259,11 @@ func (c *ClickHouse) computeGains(ctx context.Context, targets chconn.SnapshotSe
 	}
 	scan := newGainScan(targets, false)
 	for _, d := range slices.SortedFunc(maps.Keys(groups), func(a, b days) int { return cmpPair(a.from, a.to, b.from, b.to) }) {
-		if err := c.scanWindow(ctx, scan, groups[d], spans[d].from, spans[d].to); err != nil {
+		if err := h.scanWindow(ctx, scan, groups[d], spans[d].from, spans[d].to); err != nil {
 			return nil, err
 		}
 	}
-	return c.gainRows(ctx, scan.sums)
+	return h.gainRows(ctx, scan.sums)
 }
 
 func cmpPair(a1, a2, b1, b2 uint32) int {
@@ -276,8 +277,8 @@ func cmpPair(a1, a2, b1, b2 uint32) int {
 
 // scanWindow feeds scan the rows of projects from from to to, each
 // message's previous row first.
-func (c *ClickHouse) scanWindow(ctx context.Context, scan *gainScan, projects []int64, from, to uint32) error {
-	prev, err := c.previousSnapshots(ctx, projects, from)
+func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int64, from, to uint32) error {
+	prev, err := h.previousSnapshots(ctx, projects, from)
 	if err != nil {
 		return err
 	}
@@ -287,7 +288,7 @@ func (c *ClickHouse) scanWindow(ctx context.Context, scan *gainScan, projects []
 			dormant = append(dormant, p)
 		}
 	}
-	seen, err := c.projectsSeenBefore(ctx, dormant, from)
+	seen, err := h.projectsSeenBefore(ctx, dormant, from)
 	if err != nil {
 		return err
 	}
@@ -303,7 +304,7 @@ func (c *ClickHouse) scanWindow(ctx context.Context, scan *gainScan, projects []
 		last    msgKey
 		wait    bool
 	)
-	err = c.readSnapshots(ctx, projects, prev, from, to, func(r scannedRow) {
+	err = h.readSnapshots(ctx, projects, prev, from, to, func(r scannedRow) {
 		if !started || r.key != last {
 			started = true
 			_, hasPrev := prev[r.key.project]
@@ -323,7 +324,7 @@ func (c *ClickHouse) scanWindow(ctx context.Context, scan *gainScan, projects []
 		return err
 	}
 	scan.finish()
-	if err := c.loadPriors(ctx, scan.priors, want, from); err != nil {
+	if err := h.loadPriors(ctx, scan.priors, want, from); err != nil {
 		return err
 	}
 	for _, r := range waiting {
@@ -334,7 +335,7 @@ func (c *ClickHouse) scanWindow(ctx context.Context, scan *gainScan, projects []
 }
 
 // projectsSeenBefore returns which of projects have a snapshot before t.
-func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t uint32) (map[int64]bool, error) {
+func (h *History) projectsSeenBefore(ctx context.Context, projects []int64, t uint32) (map[int64]bool, error) {
 	out := map[int64]bool{}
 	if len(projects) == 0 {
 		return out, nil
@@ -343,8 +344,8 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 	if err != nil {
 		return nil, err
 	}
-	seen, err := chconn.QueryColumn[int64](chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE %s AND snapshot_at < %s",
-		c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
+	seen, err := chconn.QueryColumn[int64](chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE %s AND snapshot_at < %s",
+		h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
 	if err != nil {
 		return nil, fmt.Errorf("look for projects' earlier snapshots: %w", err)
 	}
@@ -356,14 +357,14 @@ func (c *ClickHouse) projectsSeenBefore(ctx context.Context, projects []int64, t
 
 // previousSnapshots returns each project's latest snapshot before t, if it
 // has one in the week before, from the snapshot rollup.
-func (c *ClickHouse) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
+func (h *History) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
 	pt, err := chconn.ProjectsExt("scanned", projects)
 	if err != nil {
 		return nil, err
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at >= %s AND snapshot_at < %s GROUP BY project_id",
-		c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, previousSnapshotSpan)), chconn.DateTime(t))
-	out, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), c.conn, q)
+		h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, previousSnapshotSpan)), chconn.DateTime(t))
+	out, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
 	}
@@ -384,7 +385,7 @@ type scannedRow struct {
 // [from, to] or at the project's snapshot in prev (nil for none), in
 // gainScan's order, as the rows arrive: a refresh reads a few snapshots,
 // the fold whole histories.
-func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32, each func(scannedRow)) error {
+func (h *History) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32, each func(scannedRow)) error {
 	pt, err := chconn.ProjectsExt("scanned", projects)
 	if err != nil {
 		return err
@@ -413,8 +414,8 @@ func (c *ClickHouse) readSnapshots(ctx context.Context, projects []int64, prev m
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total
 FROM %s
 WHERE %s AND %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"), when)
-	rows, err := c.conn.Query(chconn.WithExternal(ctx, tables...), q)
+ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"), when)
+	rows, err := h.conn.Query(chconn.WithExternal(ctx, tables...), q)
 	if err != nil {
 		return fmt.Errorf("read snapshots from %s to %s: %w", sink.Time(from), sink.Time(to), err)
 	}
@@ -436,13 +437,13 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 // in want seen before from: first those of from's day, from the snapshot
 // table, then those of the days before, from the daily rollup, each read
 // by message. Messages first seen from from on have none.
-func (c *ClickHouse) loadPriors(ctx context.Context, priors map[msgKey]snapRow, want map[msgKey]bool, from uint32) error {
+func (h *History) loadPriors(ctx context.Context, priors map[msgKey]snapRow, want map[msgKey]bool, from uint32) error {
 	if len(want) == 0 {
 		return nil
 	}
-	seen, err := c.messagesIn(ctx, want, fmt.Sprintf(
+	seen, err := h.messagesIn(ctx, want, fmt.Sprintf(
 		"SELECT project_id, message_id FROM %s WHERE %%s GROUP BY project_id, message_id HAVING minMerge(first_seen) < %s",
-		c.names.Table(schema.FirstRollup), chconn.DateTime(from)))
+		h.names.Table(schema.FirstRollup), chconn.DateTime(from)))
 	if err != nil {
 		return fmt.Errorf("read when messages were first seen: %w", err)
 	}
@@ -467,8 +468,8 @@ FROM
     WHERE %s AND %%s
     GROUP BY project_id, message_id
 )`, schema.RowUInt64("message_row", schema.RowSnapshotAt), schema.RowUInt64("message_row", schema.RowVersion), schema.RowUInt64("message_row", schema.RowReadCount),
-			schema.RowUInt64("message_row", schema.RowTotal), step.agg, c.names.Table(step.table), step.where)
-		err := c.queryIn(ctx, want, q, func(rows driver.Rows) error {
+			schema.RowUInt64("message_row", schema.RowTotal), step.agg, h.names.Table(step.table), step.where)
+		err := h.queryIn(ctx, want, q, func(rows driver.Rows) error {
 			var (
 				k     msgKey
 				at, v uint64
@@ -492,7 +493,7 @@ FROM
 // queryIn runs q, whose %s is replaced by a condition that selects the
 // messages of want, calling each for every row. The messages go as
 // external data, however many.
-func (c *ClickHouse) queryIn(ctx context.Context, want map[msgKey]bool, q string, each func(driver.Rows) error) error {
+func (h *History) queryIn(ctx context.Context, want map[msgKey]bool, q string, each func(driver.Rows) error) error {
 	wanted, err := chconn.NewExtTable("wanted", "project_id", "Int64", "message_id", "Int64")
 	if err != nil {
 		return err
@@ -509,14 +510,14 @@ func (c *ClickHouse) queryIn(ctx context.Context, want map[msgKey]bool, q string
 		return err
 	}
 	cond := chconn.InExt("project_id", "wanted_projects") + " AND " + chconn.InExt("project_id, message_id", "wanted")
-	return chconn.QueryEach(chconn.WithExternal(ctx, pt, wanted), c.conn, fmt.Sprintf(q, cond), each)
+	return chconn.QueryEach(chconn.WithExternal(ctx, pt, wanted), h.conn, fmt.Sprintf(q, cond), each)
 }
 
 // messagesIn returns the messages of want that q, queried as by queryIn,
 // selects.
-func (c *ClickHouse) messagesIn(ctx context.Context, want map[msgKey]bool, q string) (map[msgKey]bool, error) {
+func (h *History) messagesIn(ctx context.Context, want map[msgKey]bool, q string) (map[msgKey]bool, error) {
 	out := map[msgKey]bool{}
-	err := c.queryIn(ctx, want, q, func(rows driver.Rows) error {
+	err := h.queryIn(ctx, want, q, func(rows driver.Rows) error {
 		var k msgKey
 		if err := rows.Scan(&k.project, &k.message); err != nil {
 			return err
@@ -529,16 +530,16 @@ func (c *ClickHouse) messagesIn(ctx context.Context, want map[msgKey]bool, q str
 
 // gainRows turns the sums into rows, with each one's schedule and missed
 // ticks.
-func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum) ([]schema.GainRow, error) {
+func (h *History) gainRows(ctx context.Context, sums map[gainTarget]*gainSum) ([]schema.GainRow, error) {
 	set := chconn.SnapshotSet{}
 	for t := range sums {
 		set.Add(t.project, t.at)
 	}
-	schedules, err := c.snapshotSchedules(ctx, set)
+	schedules, err := h.snapshotSchedules(ctx, set)
 	if err != nil {
 		return nil, err
 	}
-	ticks, err := c.ticksOf(ctx, sums, schedules)
+	ticks, err := h.ticksOf(ctx, sums, schedules)
 	if err != nil {
 		return nil, err
 	}
@@ -564,7 +565,7 @@ func (c *ClickHouse) gainRows(ctx context.Context, sums map[gainTarget]*gainSum)
 
 // ticksOf returns, per schedule, the sorted times of its cron ticks that
 // sync_runs records within the intervals of sums.
-func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, schedules map[gainTarget]string) (map[string][]uint32, error) {
+func (h *History) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, schedules map[gainTarget]string) (map[string][]uint32, error) {
 	type span struct{ lo, hi uint32 }
 	spans := map[string]span{}
 	for t, g := range sums {
@@ -581,9 +582,9 @@ func (c *ClickHouse) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, 
 	out := map[string][]uint32{}
 	for _, s := range slices.Sorted(maps.Keys(spans)) {
 		sp := spans[s]
-		ts, err := chconn.QueryColumn[uint32](ctx, c.conn, fmt.Sprintf(
+		ts, err := chconn.QueryColumn[uint32](ctx, h.conn, fmt.Sprintf(
 			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE trigger = 'cron' AND schedule = %s AND snapshot_at > %s AND snapshot_at < %s ORDER BY tick",
-			c.names.Table(schema.RunsTable.Name()), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
+			h.names.Table(schema.RunsTable.Name()), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
 		if err != nil {
 			return nil, fmt.Errorf("read the ticks of schedule %q: %w", s, err)
 		}

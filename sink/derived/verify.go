@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -170,29 +170,18 @@ func (r VerifyReport) Clean() bool {
 
 // Verify compares every view with its brute force for the snapshots and
 // days from the UTC day of since on (the whole history for the zero
-// time).
-//
-// It changes nothing, so it does not migrate either: a schema with
-// migrations pending is an error that says so.
-func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (VerifyReport, error) {
-	v, err := c.SchemaVersion(ctx)
-	if err != nil {
-		return VerifyReport{}, err
-	}
-	if !v.Current() {
-		return VerifyReport{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
-			"apply them first (readsync --migrate)", c.names.Database(), v.Applied, strings.Join(v.Pending, ", "))
-	}
+// time). It changes nothing; the schema must be current.
+func (h *History) Verify(ctx context.Context, since time.Time) (VerifyReport, error) {
 	from := chconn.DayStart(uint32(sink.TimeOf(since)))
 	rep := VerifyReport{Since: sink.Time(from).Time()}
-	brute, err := c.bruteForce(ctx, from)
+	brute, err := h.bruteForce(ctx, from)
 	if err != nil {
-		return rep, c.conn.Redact(fmt.Errorf("verify: brute force: %w", err))
+		return rep, h.conn.Redact(fmt.Errorf("verify: brute force: %w", err))
 	}
 	for _, shape := range viewShapes {
-		got, err := c.readView(ctx, shape, from)
+		got, err := h.readView(ctx, shape, from)
 		if err != nil {
-			return rep, c.conn.Redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
+			return rep, h.conn.Redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
 		}
 		rep.Views = append(rep.Views, compareRows(shape, got, brute[shape.name]))
 	}
@@ -200,7 +189,7 @@ func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (VerifyReport,
 }
 
 // readView reads the view's rows in the window.
-func (c *ClickHouse) readView(ctx context.Context, shape viewShape, from uint32) (viewRows, error) {
+func (h *History) readView(ctx context.Context, shape viewShape, from uint32) (viewRows, error) {
 	var cols []string
 	for _, col := range shape.key {
 		cols = append(cols, col.sql())
@@ -215,14 +204,14 @@ func (c *ClickHouse) readView(ctx context.Context, shape viewShape, from uint32)
 	}
 	// 18.16 pushes the window into the view only with this setting.
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= %s SETTINGS enable_optimize_predicate_expression = 1",
-		strings.Join(cols, ", "), c.names.Table(shape.name), shape.since.name, bound)
+		strings.Join(cols, ", "), h.names.Table(shape.name), shape.since.name, bound)
 	out := viewRows{}
 	vals := make([]string, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // missed ticks; nor do rows written before the rows recorded their
 // schedule, but where the release that wrote them counted missed ticks
 // (0.3.0, which kept the schedule only with the gains it computed):
-// migration 7 kept that schedule in legacySchedulesTable, and it stands
+// migration 7 kept that schedule in schema.LegacySchedules, and it stands
 // for the rows' own.
 //
 // So a snapshot's schedule is a function of the rows at it: another write
@@ -24,7 +24,7 @@ import (
 
 // snapshotSchedules returns the schedule of each snapshot of set that has
 // one (see above).
-func (c *ClickHouse) snapshotSchedules(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
+func (h *History) snapshotSchedules(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
 	if set.Len() == 0 {
 		return out, nil
@@ -34,7 +34,7 @@ func (c *ClickHouse) snapshotSchedules(ctx context.Context, set chconn.SnapshotS
 		return nil, err
 	}
 	read := func(q, what string) error {
-		err := chconn.QueryEach(chconn.WithExternal(ctx, tables...), c.conn, q, func(rows driver.Rows) error {
+		err := chconn.QueryEach(chconn.WithExternal(ctx, tables...), h.conn, q, func(rows driver.Rows) error {
 			var (
 				t gainTarget
 				s string
@@ -53,14 +53,14 @@ func (c *ClickHouse) snapshotSchedules(ctx context.Context, set chconn.SnapshotS
 		return nil
 	}
 	if err := read(fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.names.Table(schema.SnapshotsTable.Name()), cond), schema.SnapshotsTable.Name()); err != nil {
+		h.names.Table(schema.SnapshotsTable.Name()), cond), schema.SnapshotsTable.Name()); err != nil {
 		return nil, err
 	}
 	if len(out) == set.Len() {
 		return out, nil
 	}
 	if err := read(fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		c.names.Table(schema.LegacySchedules), cond), schema.LegacySchedules); err != nil {
+		h.names.Table(schema.LegacySchedules), cond), schema.LegacySchedules); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -15,12 +15,13 @@ import (
 
 // Reconciling: the derived rows (the day rollup, the gains and the day
 // gains) are refreshed after each write, but a process killed between an
-// INSERT and its refresh, a refresh that read a replica behind its peer, a
-// process of an earlier release, or rows inserted by hand leave some
-// stale. Reconcile refreshes every project snapshot the server recorded as
-// changed (changes.go) since the last reconcile, wherever the change came
-// from, so that after it every view is again a function of the stored
-// history. readsync runs it after every pass and when the daemon starts.
+// INSERT and its refresh, a refresh that read a replica behind its peer,
+// a process of an earlier release, or rows inserted by hand leave some
+// stale. Reconcile refreshes every project snapshot the server recorded
+// as changed (package schema's changes.go) since the last reconcile,
+// wherever the change came from, so that after it every view is again a
+// function of the stored history. readsync runs it after every pass and
+// when the daemon starts.
 //
 // Its cost is bounded by what changed, not by the history: a pass's own
 // writes (whose refresh it repeats, writing nothing when the rows are
@@ -61,24 +62,21 @@ type ReconcileReport struct {
 // since the last reconcile (see above), and records that it did.
 // Concurrent calls, in this process or others, are safe: a refresh of
 // what is current writes nothing that changes a view.
-func (c *ClickHouse) Reconcile(ctx context.Context) (ReconcileReport, error) {
-	if err := c.ensureSchema(ctx); err != nil {
-		return ReconcileReport{}, err
-	}
-	c.reconcileMu.Lock()
-	defer c.reconcileMu.Unlock()
-	rep, err := c.reconcile(c.readFreshReplicas(ctx))
-	return rep, c.conn.Redact(err)
+func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	h.reconcileMu.Lock()
+	defer h.reconcileMu.Unlock()
+	rep, err := h.reconcile(h.readFreshReplicas(ctx))
+	return rep, h.conn.Redact(err)
 }
 
-func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
+func (h *History) reconcile(ctx context.Context) (ReconcileReport, error) {
 	start := time.Now()
 	var rep ReconcileReport
 	var now, last uint32
-	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
+	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
 		return rep, fmt.Errorf("reconcile: read the server's time: %w", err)
 	}
-	if err := c.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+c.names.Table(schema.Reconciles)).Scan(&last); err != nil {
+	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+h.names.Table(schema.Reconciles)).Scan(&last); err != nil {
 		return rep, fmt.Errorf("reconcile: read the last reconcile: %w", err)
 	}
 	from := uint32(0)
@@ -87,8 +85,8 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 	}
 	rep.From, rep.To = sink.Time(from).Time(), sink.Time(now).Time()
 	changed := chconn.SnapshotSet{}
-	err := chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id, toUInt32(snapshot_at) FROM %s WHERE changed_at >= %s",
-		c.names.Table(schema.SnapshotChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
+	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, toUInt32(snapshot_at) FROM %s WHERE changed_at >= %s",
+		h.names.Table(schema.SnapshotChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var t gainTarget
 		if err := rows.Scan(&t.project, &t.at); err != nil {
 			return err
@@ -100,8 +98,8 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
 	}
 	ticks := map[string][]uint32{}
-	err = chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) AS t FROM %s WHERE changed_at >= %s ORDER BY schedule, t",
-		c.names.Table(schema.TickChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
+	err = chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) AS t FROM %s WHERE changed_at >= %s ORDER BY schedule, t",
+		h.names.Table(schema.TickChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var (
 			s string
 			t uint32
@@ -117,18 +115,18 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
 	}
 	rep.ChangedSnapshots = changed.Len()
-	across, err := c.intervalsAcross(ctx, ticks)
+	across, err := h.intervalsAcross(ctx, ticks)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: %w", err)
 	}
-	res, err := c.refreshSets(ctx, changed, across)
+	res, err := h.refreshSets(ctx, changed, across)
 	rep.Refreshed, rep.Rewritten = res.targets, res.rewritten
 	if err != nil {
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)
 	}
 	d := time.Since(start)
-	q := "INSERT INTO " + c.names.Table(schema.Reconciles) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
-	b, err := c.conn.PrepareBatch(c.conn.SyncInserts(ctx), q)
+	q := "INSERT INTO " + h.names.Table(schema.Reconciles) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
+	b, err := h.conn.PrepareBatch(h.conn.SyncInserts(ctx), q)
 	if err == nil {
 		err = b.Append(start.UTC(), rep.From, rep.To, uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed),
 			uint64(rep.Rewritten), uint64(d.Milliseconds()))
@@ -147,7 +145,7 @@ func (c *ClickHouse) reconcile(ctx context.Context) (ReconcileReport, error) {
 // intervalsAcross returns the project snapshots whose gains interval, by
 // the current gains rows, holds one of ticks (per schedule, sorted): their
 // missed ticks may have changed.
-func (c *ClickHouse) intervalsAcross(ctx context.Context, ticks map[string][]uint32) (chconn.SnapshotSet, error) {
+func (h *History) intervalsAcross(ctx context.Context, ticks map[string][]uint32) (chconn.SnapshotSet, error) {
 	out := chconn.SnapshotSet{}
 	if len(ticks) == 0 {
 		return out, nil
@@ -165,8 +163,8 @@ FROM
     FROM %s
     WHERE snapshot_at > %s
     GROUP BY project_id, snapshot_at
-)`, c.names.Table(schema.GainsRollup), chconn.DateTime(first))
-	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
+)`, h.names.Table(schema.GainsRollup), chconn.DateTime(first))
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var (
 			t        gainTarget
 			schedule string
@@ -194,8 +192,8 @@ FROM
 // staleReplicaDelay seconds behind, failing rather than reading one when
 // every replica of a shard is: a reconcile that read stale rows would
 // record that it had read the changes. On one server it changes nothing.
-func (c *ClickHouse) readFreshReplicas(ctx context.Context) context.Context {
-	if !c.names.Clustered() {
+func (h *History) readFreshReplicas(ctx context.Context) context.Context {
+	if !h.names.Clustered() {
 		return ctx
 	}
 	return chconn.WithSettings(ctx, clickhouse.Settings{

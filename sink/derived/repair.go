@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -25,18 +25,15 @@ import (
 //
 // It works a chunk of projects at a time; readers may see a chunk's rows
 // missing for the moment between the deletion and the rebuild.
-func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
-	if err := c.ensureSchema(ctx); err != nil {
-		return err
-	}
+func (h *History) Repair(ctx context.Context, rep VerifyReport) error {
 	projects := map[int64]bool{}
 	for _, d := range rep.Views {
 		if !d.Differs() {
 			continue
 		}
-		for _, q := range schema.RewriteView(c.names, d.View) {
-			if err := c.conn.Exec(ctx, q); err != nil {
-				return c.conn.Redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
+		for _, q := range schema.RewriteView(h.names, d.View) {
+			if err := h.conn.Exec(ctx, q); err != nil {
+				return h.conn.Redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
 			}
 		}
 		for _, p := range d.Projects {
@@ -46,10 +43,10 @@ func (c *ClickHouse) Repair(ctx context.Context, rep VerifyReport) error {
 	all := slices.Sorted(maps.Keys(projects))
 	for len(all) > 0 {
 		n := min(len(all), repairChunk)
-		if err := c.rebuild(ctx, all[:n]); err != nil {
-			return c.conn.Redact(fmt.Errorf("repair: rebuild the derived rows of projects %d to %d: %w", all[0], all[n-1], err))
+		if err := h.rebuild(ctx, all[:n]); err != nil {
+			return h.conn.Redact(fmt.Errorf("repair: rebuild the derived rows of projects %d to %d: %w", all[0], all[n-1], err))
 		}
-		c.conn.Log().Info("rebuilt the derived rows of projects", "projects", n, "first", all[0], "last", all[n-1])
+		h.conn.Log().Info("rebuilt the derived rows of projects", "projects", n, "first", all[0], "last", all[n-1])
 		all = all[n:]
 	}
 	return nil
@@ -66,15 +63,15 @@ func derivedTables() []string {
 
 // rebuild deletes projects' rows from every rollup and computes them
 // again from the stored history.
-func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
-	ctx = c.conn.SyncInserts(ctx)
+func (h *History) rebuild(ctx context.Context, projects []int64) error {
+	ctx = h.conn.SyncInserts(ctx)
 	list := joinInts(projects)
 	for _, t := range derivedTables() {
-		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", c.names.Local(t), c.names.OnCluster(), list)
-		if err := c.conn.Exec(ctx, q); err != nil {
+		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", h.names.Local(t), h.names.OnCluster(), list)
+		if err := h.conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("delete from %s: %w", t, err)
 		}
-		if err := c.awaitMutations(ctx, t); err != nil {
+		if err := h.awaitMutations(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -83,8 +80,8 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 		return err
 	}
 	where := "WHERE " + chconn.InExt("project_id", "rebuilt")
-	for _, r := range schema.Refills(c.names, where) {
-		if err := c.conn.Exec(chconn.WithExternal(ctx, pt), r.Insert); err != nil {
+	for _, r := range schema.Refills(h.names, where) {
+		if err := h.conn.Exec(chconn.WithExternal(ctx, pt), r.Insert); err != nil {
 			return fmt.Errorf("refill %s: %w", r.Rollup, err)
 		}
 	}
@@ -92,24 +89,24 @@ func (c *ClickHouse) rebuild(ctx context.Context, projects []int64) error {
 	if err != nil {
 		return err
 	}
-	if err := c.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(c.names, where)); err != nil {
+	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(h.names, where)); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.DayRollup, err)
 	}
-	return c.foldGainsOf(ctx, projects)
+	return h.foldGainsOf(ctx, projects)
 }
 
 // awaitMutations waits until the server has applied every mutation of
 // the table, on every host of a cluster.
-func (c *ClickHouse) awaitMutations(ctx context.Context, table string) error {
+func (h *History) awaitMutations(ctx context.Context, table string) error {
 	mutations := "system.mutations"
-	if c.names.Clustered() {
-		mutations = fmt.Sprintf("cluster(%s, system, mutations)", chconn.QuoteString(c.names.Topology().Cluster))
+	if h.names.Clustered() {
+		mutations = fmt.Sprintf("cluster(%s, system, mutations)", chconn.QuoteString(h.names.Topology().Cluster))
 	}
 	q := fmt.Sprintf("SELECT count() FROM %s WHERE database = %s AND table = %s AND is_done = 0",
-		mutations, chconn.QuoteString(c.names.Database()), chconn.QuoteString(c.names.LocalName(table)))
+		mutations, chconn.QuoteString(h.names.Database()), chconn.QuoteString(h.names.LocalName(table)))
 	for {
 		var n uint64
-		if err := c.conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		if err := h.conn.QueryRow(ctx, q).Scan(&n); err != nil {
 			return fmt.Errorf("wait for the deletion from %s: %w", table, err)
 		}
 		if n == 0 {

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -37,7 +37,7 @@ var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 
 // refreshGainDays recomputes the day gains rollup for days from the gains
 // rollup.
-func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
+func (h *History) refreshGainDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
 	if len(days) == 0 {
 		return nil
 	}
@@ -57,14 +57,14 @@ func (c *ClickHouse) refreshGainDays(ctx context.Context, days map[chconn.Projec
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
-GROUP BY project_id, snapshot_at`, c.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
+GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
 	type daySum struct {
 		snapshots, newMessages, missed uint64
 		reads                          int64
 		key                            []*big.Int
 	}
 	sums := map[chconn.ProjectDay]*daySum{}
-	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), c.conn, q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
 			pd          chconn.ProjectDay
 			newMessages uint64
@@ -96,7 +96,7 @@ GROUP BY project_id, snapshot_at`, c.names.Table(schema.GainsRollup), chconn.InE
 		return nil
 	})
 	if err != nil {
-		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
+		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
 	}
 	// The values go as external data, a table sent with the INSERT:
 	// as literals in its text, 18.16 took half a second to parse a pass's
@@ -118,9 +118,9 @@ GROUP BY project_id, snapshot_at`, c.names.Table(schema.GainsRollup), chconn.InE
 	q = fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
 SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
 FROM day_gains
-GROUP BY project_id, day`, c.names.Table(schema.DayGainsRollup))
-	if err := c.conn.Exec(chconn.WithExternal(c.conn.SyncInserts(ctx), input), q); err != nil {
-		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), schema.DayGainsRollup, err))
+GROUP BY project_id, day`, h.names.Table(schema.DayGainsRollup))
+	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), input), q); err != nil {
+		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), schema.DayGainsRollup, err))
 	}
 	return nil
 }

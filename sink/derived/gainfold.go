@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -12,23 +12,15 @@ import (
 	"github.com/readsync/readsync/sink/schema"
 )
 
-// FoldGains computes the gains of every snapshot in the database from the
-// whole history, a group of projects at a time: what migration 7 does for
-// the history written before it, and what a benchmark that writes its
-// history with INSERT … SELECT runs after. Running it again changes
-// nothing the views show.
-func (c *ClickHouse) FoldGains(ctx context.Context) error {
-	if err := c.ensureSchema(ctx); err != nil {
-		return err
-	}
-	return c.foldGains(ctx, c.conn.Log(), func(context.Context) error { return nil })
-}
-
-// foldGainsOn is the schema.GainsFolder of migration 7: foldGains on the
-// database of c, which is another than the ClickHouse's own when the
-// migrations are tried in a scratch database.
-func foldGainsOn(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error {
-	return (&ClickHouse{conn: c, names: c.Names()}).foldGains(ctx, log, held)
+// FoldGains computes the gains of every snapshot in the database of c
+// from the whole history, a group of projects at a time, reporting its
+// progress to log and asking held before each group whether it may go on:
+// what migration 7 does for the history written before it (it is the
+// schema.GainsFolder the migrations are given), and what a benchmark that
+// writes its history with INSERT … SELECT runs after. Running it again
+// changes nothing the views show.
+func FoldGains(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error {
+	return New(c).foldGains(ctx, log, held)
 }
 
 // foldGainsRows bounds the snapshot rows a step of the fold reads, and so
@@ -38,8 +30,8 @@ const foldGainsRows = 4_000_000
 
 // foldGains computes the gains of every snapshot a group of projects at a
 // time, asking held before each group whether it may go on.
-func (c *ClickHouse) foldGains(ctx context.Context, log *slog.Logger, held func(context.Context) error) error {
-	steps, err := c.foldSteps(ctx, nil)
+func (h *History) foldGains(ctx context.Context, log *slog.Logger, held func(context.Context) error) error {
+	steps, err := h.foldSteps(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -51,7 +43,7 @@ func (c *ClickHouse) foldGains(ctx context.Context, log *slog.Logger, held func(
 			return err
 		}
 		start := time.Now()
-		n, err := c.foldStep(ctx, projects)
+		n, err := h.foldStep(ctx, projects)
 		if err != nil {
 			return err
 		}
@@ -62,13 +54,13 @@ func (c *ClickHouse) foldGains(ctx context.Context, log *slog.Logger, held func(
 }
 
 // foldGainsOf computes the gains of every snapshot of projects.
-func (c *ClickHouse) foldGainsOf(ctx context.Context, projects []int64) error {
-	steps, err := c.foldSteps(ctx, projects)
+func (h *History) foldGainsOf(ctx context.Context, projects []int64) error {
+	steps, err := h.foldSteps(ctx, projects)
 	if err != nil {
 		return err
 	}
 	for _, step := range steps {
-		if _, err := c.foldStep(ctx, step); err != nil {
+		if _, err := h.foldStep(ctx, step); err != nil {
 			return err
 		}
 	}
@@ -77,10 +69,10 @@ func (c *ClickHouse) foldGainsOf(ctx context.Context, projects []int64) error {
 
 // foldSteps groups the projects with snapshots (of only, unless nil) so
 // that each group holds about foldGainsRows rows at most.
-func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, error) {
+func (h *History) foldSteps(ctx context.Context, only []int64) ([][]int64, error) {
 	// Every write of a project counts here, replays too: an estimate of
 	// the rows a step reads, from a table that is small to read.
-	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", c.names.Table(schema.SnapshotRollup))
+	q := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s GROUP BY project_id ORDER BY project_id", h.names.Table(schema.SnapshotRollup))
 	if only != nil {
 		pt, err := chconn.ProjectsExt("folded", only)
 		if err != nil {
@@ -88,14 +80,14 @@ func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, er
 		}
 		ctx = chconn.WithExternal(ctx, pt)
 		q = fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s WHERE %s GROUP BY project_id ORDER BY project_id",
-			c.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "folded"))
+			h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "folded"))
 	}
 	var (
 		steps [][]int64
 		step  []int64
 		n     uint64
 	)
-	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var (
 			p    int64
 			msgs uint64
@@ -110,7 +102,7 @@ func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, er
 		return nil
 	})
 	if err != nil {
-		return nil, c.conn.Redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
+		return nil, h.conn.Redact(fmt.Errorf("fold reads gained: count rows per project: %w", err))
 	}
 	if len(step) > 0 {
 		steps = append(steps, step)
@@ -120,22 +112,22 @@ func (c *ClickHouse) foldSteps(ctx context.Context, only []int64) ([][]int64, er
 
 // foldStep computes the gains of every snapshot of projects from their
 // whole history, and returns how many snapshots it computed.
-func (c *ClickHouse) foldStep(ctx context.Context, projects []int64) (int, error) {
+func (h *History) foldStep(ctx context.Context, projects []int64) (int, error) {
 	scan := newGainScan(nil, true)
-	err := c.readSnapshots(ctx, projects, nil, 0, math.MaxUint32, func(r scannedRow) { scan.row(r.key, r.row) })
+	err := h.readSnapshots(ctx, projects, nil, 0, math.MaxUint32, func(r scannedRow) { scan.row(r.key, r.row) })
 	scan.finish()
 	if err != nil {
-		return 0, c.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
+		return 0, h.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 	}
-	out, err := c.gainRows(ctx, scan.sums)
+	out, err := h.gainRows(ctx, scan.sums)
 	if err != nil {
-		return 0, c.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
+		return 0, h.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 	}
 	days := map[chconn.ProjectDay]bool{}
 	for t := range scan.sums {
 		days[chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}] = true
 	}
-	if _, err := c.storeGains(ctx, out, days); err != nil {
+	if _, err := h.storeGains(ctx, out, days); err != nil {
 		return 0, err
 	}
 	return len(out), nil

@@ -1,4 +1,4 @@
-package clickhouse
+package derived
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // is when they run: after every write, for the days it wrote.
 
 // refreshDays recomputes the day rollup for days.
-func (c *ClickHouse) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
+func (h *History) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
 	if len(days) == 0 {
 		return nil
 	}
@@ -34,8 +34,8 @@ func (c *ClickHouse) refreshDays(ctx context.Context, days map[chconn.ProjectDay
 	// The projects let the daily rollup's primary key narrow the read;
 	// the pairs make it exact.
 	where := "WHERE " + chconn.InExt("project_id", "day_projects") + " AND " + chconn.InExt("project_id, day", "days")
-	if err := c.conn.Exec(chconn.WithExternal(c.conn.SyncInserts(ctx), pt, dt), schema.DayRefresh(c.names, where)); err != nil {
-		return c.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayRollup, err))
+	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), pt, dt), schema.DayRefresh(h.names, where)); err != nil {
+		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayRollup, err))
 	}
 	return nil
 }
