@@ -1,6 +1,9 @@
-// Package clickhouse writes readsync's rows to ClickHouse: its tables,
-// created and migrated here and written in large batches, and the rows
-// derived from them.
+// Package clickhouse is where readsync's rows go in ClickHouse: the
+// ClickHouse type, a sink.Writer, that the daemon, the spool and the
+// command line use. Each of its methods wires the packages that do the
+// work: chconn talks to the server, schema migrates the database to
+// readsync's tables and views, derived keeps the rows derived from the
+// stored history.
 package clickhouse
 
 import (
@@ -10,10 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/derived"
-	"github.com/readsync/readsync/sink/schema"
 )
 
 // ClickHouse writes rows to a ClickHouse server over the native protocol.
@@ -96,99 +97,4 @@ func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return s.Release, nil
-}
-
-// Migrate applies the migrations the database has not had yet, in order,
-// and records each in schema_migrations. A database an earlier release
-// created is adopted as it is. When the schema is current, Migrate only
-// reads: it issues no DDL. Concurrent calls, from this process or others,
-// end with the same schema and no error. The dashboard rollups are built
-// by one of the migrations, which folds existing history into them.
-func (c *ClickHouse) Migrate(ctx context.Context) error {
-	c.schemaMu.Lock()
-	defer c.schemaMu.Unlock()
-	if err := schema.Migrate(ctx, c.conn, derived.FoldGains); err != nil {
-		c.migrateErr = err
-		return err
-	}
-	c.migrated, c.migrateErr = true, nil
-	return nil
-}
-
-// MigrateErr is why the last Migrate failed, or nil: whether the server
-// did not answer or refused (see sink.Refused), for a readiness probe to say.
-func (c *ClickHouse) MigrateErr() error {
-	c.schemaMu.Lock()
-	defer c.schemaMu.Unlock()
-	return c.migrateErr
-}
-
-// SchemaVersion reads which migrations the database has had and which are
-// pending. It changes nothing.
-func (c *ClickHouse) SchemaVersion(ctx context.Context) (schema.SchemaVersion, error) {
-	return schema.ReadVersion(ctx, c.conn)
-}
-
-// TryMigrations finds out, without touching the database, whether this
-// server takes readsync's migrations from the user of the DSN, by applying
-// them to a scratch database (see schema.TryMigrations).
-func (c *ClickHouse) TryMigrations(ctx context.Context) error {
-	return schema.TryMigrations(ctx, c.conn, derived.FoldGains)
-}
-
-// CheckViews reads no rows but makes the server plan a query of each view
-// that users query: a view an earlier release created, which this server
-// no longer accepts, fails it.
-func (c *ClickHouse) CheckViews(ctx context.Context) error { return schema.CheckViews(ctx, c.conn) }
-
-// Migrated reports whether Migrate has succeeded on this connection.
-func (c *ClickHouse) Migrated() bool {
-	c.schemaMu.Lock()
-	defer c.schemaMu.Unlock()
-	return c.migrated
-}
-
-// ensureSchema migrates on first use when the server was unreachable at
-// start, so a process that began during an outage still finds its tables.
-func (c *ClickHouse) ensureSchema(ctx context.Context) error {
-	if c.Migrated() {
-		return nil
-	}
-	return c.Migrate(ctx)
-}
-
-// Write inserts the batch with one INSERT per non-empty table, then
-// refreshes the derived rows of the project snapshots and days it wrote.
-// Rows already written are harmless to write again: every table
-// deduplicates on its key, keeping the highest version.
-//
-// Write fails only when the rows did not reach the server. A refresh that
-// fails is logged and left to the next reconcile (see Reconcile), which
-// finds the snapshots in the changes the server recorded: failing the
-// write instead would send the same rows again.
-func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
-	if err := c.ensureSchema(ctx); err != nil {
-		return err
-	}
-	if err := chconn.Insert(ctx, c.conn, schema.ProjectsTable, b, b.Projects); err != nil {
-		return err
-	}
-	if err := chconn.Insert(ctx, c.conn, schema.MessagesTable, b, b.Messages); err != nil {
-		return err
-	}
-	if err := chconn.Insert(ctx, c.conn, schema.SnapshotsTable, b, b.Snapshots); err != nil {
-		return err
-	}
-	if err := c.history.Refresh(ctx, b.Snapshots); err != nil {
-		c.conn.Log().Warn("derived rows not refreshed after a write; the next reconcile refreshes them", "snapshot_rows", len(b.Snapshots), "err", err)
-	}
-	return nil
-}
-
-// RecordRun inserts one row into sync_runs.
-func (c *ClickHouse) RecordRun(ctx context.Context, r sink.Run) error {
-	if err := c.ensureSchema(ctx); err != nil {
-		return err
-	}
-	return chconn.Insert(ctx, c.conn, schema.RunsTable, nil, []sink.Run{r})
 }

@@ -20,7 +20,7 @@ import (
 // writes its history with INSERT … SELECT runs after. Running it again
 // changes nothing the views show.
 func FoldGains(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error {
-	return New(c).foldGains(ctx, log, held)
+	return New(c).foldHistory(ctx, log, held)
 }
 
 // foldGainsRows bounds the snapshot rows a step of the fold reads, and so
@@ -28,9 +28,9 @@ func FoldGains(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(
 // per project snapshot).
 const foldGainsRows = 4_000_000
 
-// foldGains computes the gains of every snapshot a group of projects at a
+// foldHistory computes the gains of every snapshot a group of projects at a
 // time, asking held before each group whether it may go on.
-func (h *History) foldGains(ctx context.Context, log *slog.Logger, held func(context.Context) error) error {
+func (h *History) foldHistory(ctx context.Context, log *slog.Logger, held func(context.Context) error) error {
 	steps, err := h.foldSteps(ctx, nil)
 	if err != nil {
 		return err

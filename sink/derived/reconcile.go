@@ -65,11 +65,14 @@ type ReconcileReport struct {
 func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	h.reconcileMu.Lock()
 	defer h.reconcileMu.Unlock()
-	rep, err := h.reconcile(h.readFreshReplicas(ctx))
+	rep, err := h.reconcileChanges(h.readFreshReplicas(ctx))
 	return rep, h.conn.Redact(err)
 }
 
-func (h *History) reconcile(ctx context.Context) (ReconcileReport, error) {
+// reconcileChanges does Reconcile's work: it reads the changes recorded
+// since the last reconcile, refreshes what they touched, and records that
+// it did.
+func (h *History) reconcileChanges(ctx context.Context) (ReconcileReport, error) {
 	start := time.Now()
 	var rep ReconcileReport
 	var now, last uint32

@@ -275,13 +275,13 @@ func schemaVersion(ctx context.Context, c *chconn.Conn, ms []migration) (SchemaV
 // others, end with the same schema and no error. Migration 7 computes the
 // reads gained of the history with gains.
 func Migrate(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
-	return c.Redact(migrate(ctx, c, gains, migrations()))
+	return c.Redact(runMigrations(ctx, c, gains, migrations()))
 }
 
 // MigrateFirst applies the first n migrations only: the schema an earlier
 // release left, for the tests that upgrade from it.
 func MigrateFirst(ctx context.Context, c *chconn.Conn, gains GainsFolder, n int) error {
-	return c.Redact(migrate(ctx, c, gains, migrations()[:n]))
+	return c.Redact(runMigrations(ctx, c, gains, migrations()[:n]))
 }
 
 // ReadVersion reads which migrations the database of c has had and which
@@ -291,13 +291,13 @@ func ReadVersion(ctx context.Context, c *chconn.Conn) (SchemaVersion, error) {
 	return v, c.Redact(err)
 }
 
-// migrate applies the migrations of ms not yet recorded, in order. When
+// runMigrations applies the migrations of ms not yet recorded, in order. When
 // none is pending it issues no DDL at all: in cluster mode, an ON CLUSTER
 // statement waits for every host, and a replica that is down must not stop
 // a process from starting. Otherwise it takes the migration lock first
 // (lock.go), waiting while another process migrates, and reads again what
 // is pending once it holds it.
-func migrate(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []migration) error {
+func runMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []migration) error {
 	v, _, err := schemaVersion(ctx, c, ms)
 	if err != nil {
 		return err

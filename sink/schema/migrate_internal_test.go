@@ -102,7 +102,7 @@ func TestMigrateRecordsEachStepOnce(t *testing.T) {
 		t.Fatalf("empty database: %+v, want everything pending", v)
 	}
 	for range 2 {
-		if err := migrate(ctx, ch, noGains, withColumn()); err != nil {
+		if err := runMigrations(ctx, ch, noGains, withColumn()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -132,7 +132,7 @@ func TestMigrateIssuesNoDDLWhenCurrent(t *testing.T) {
 	if err := Migrate(ctx, ro, noGains); err != nil {
 		t.Fatalf("a current schema needed more than reads: %v", err)
 	}
-	err := migrate(ctx, ro, noGains, withColumn())
+	err := runMigrations(ctx, ro, noGains, withColumn())
 	if err == nil || !strings.Contains(err.Error(), "readonly") {
 		t.Fatalf("a pending step on a read-only connection: %v, want the server's readonly refusal", err)
 	}
@@ -171,7 +171,7 @@ func raceMigrations(t *testing.T, open func(i int) *chconn.Conn) {
 		go func() {
 			defer wg.Done()
 			<-start
-			errs[i] = migrate(context.Background(), ch, noGains, withColumn())
+			errs[i] = runMigrations(context.Background(), ch, noGains, withColumn())
 		}()
 	}
 	close(start)
@@ -352,7 +352,7 @@ func TestGoMigrationFoldsByPartition(t *testing.T) {
 			}
 		}
 		write(t, ch, b)
-		if err := migrate(ctx, ch, noGains, history); err != nil {
+		if err := runMigrations(ctx, ch, noGains, history); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -427,7 +427,7 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 	db := sinktest.New(t)
 	ch := openTest(t, db.DSN)
 	ctx := context.Background()
-	if err := migrate(ctx, ch, noGains, migrations()[:2]); err != nil {
+	if err := runMigrations(ctx, ch, noGains, migrations()[:2]); err != nil {
 		t.Fatal(err)
 	}
 	// The views as that release wrote them: the same queries without the
@@ -484,7 +484,7 @@ func TestRejectedMigrationIsARefusal(t *testing.T) {
 	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d ddl) []string {
 		return []string{"CREATE VIEW IF NOT EXISTS " + d.Table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
 	}}
-	err := migrate(ctx, ch, noGains, append(migrations(), bad))
+	err := runMigrations(ctx, ch, noGains, append(migrations(), bad))
 	if err == nil {
 		t.Fatal("the server took a view of an unknown function")
 	}

@@ -38,7 +38,7 @@ func TryMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder) error
 			c.Log().Warn("scratch database of a migration trial not dropped", "database", name, "err", c.Redact(err))
 		}
 	}()
-	if err := migrate(ctx, scratch, gains, migrations()); err != nil {
+	if err := runMigrations(ctx, scratch, gains, migrations()); err != nil {
 		return c.Redact(fmt.Errorf("tried in the scratch database %q: %w", name, err))
 	}
 	return nil
