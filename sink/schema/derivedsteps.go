@@ -26,13 +26,7 @@ type GainsFolder func(ctx context.Context, c *chconn.Conn, log *slog.Logger, hel
 // minimum.
 func migrateGains(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	var stmts []string
-	for _, t := range []tableDef{firstRollupTable.tableDef, GainsTable.def(), dayGainsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-		d.Table(FirstRollup+"_mv"), d.OnCluster(), d.Local(FirstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
-	for _, q := range stmts {
+	for _, q := range gainsTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -47,12 +41,32 @@ func migrateGains(ctx context.Context, m *migrator) error {
 			return fmt.Errorf("fold partition %s into %s: %w", p, FirstRollup, err)
 		}
 	}
-	for _, v := range gainsViews(d) {
-		if err := m.exec(ctx, d.createView(v.name, v.query)); err != nil {
+	for _, q := range gainsViewsDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// gainsTablesDDL creates the tables of migration 6, and the materialized
+// view that fills the first-seen rollup.
+func gainsTablesDDL(d ddl) []string {
+	var stmts []string
+	for _, t := range []tableDef{firstRollupTable.tableDef, GainsTable.def(), dayGainsTable} {
+		stmts = append(stmts, d.createTable(t)...)
+	}
+	return append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+		d.Table(FirstRollup+"_mv"), d.OnCluster(), d.Local(FirstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
+}
+
+// gainsViewsDDL creates the views of reads gained (views_gains.go).
+func gainsViewsDDL(d ddl) []string {
+	var stmts []string
+	for _, v := range gainsViews(d) {
+		stmts = append(stmts, d.createView(v.name, v.query))
+	}
+	return stmts
 }
 
 // migrateDerived is migration 7: the derived rows become a function of
@@ -90,11 +104,7 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 		}
 		after = col
 	}
-	var stmts []string
-	for _, t := range []tableDef{legacySchedulesTable, reconcilesTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	for _, q := range append(stmts, createChangeLogs(d)...) {
+	for _, q := range derivedTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -108,12 +118,29 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 	if err := m.gains(ctx, m.conn, m.log, m.held); err != nil {
 		return err
 	}
-	for _, q := range d.replaceView(view{SnapshotView, snapshotsFromGains(d)}) {
+	for _, q := range snapshotsViewDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// derivedTablesDDL creates the tables of migration 7: the schedules of
+// release 0.3.0, the record of reconciles, and the change logs with the
+// materialized views that fill them.
+func derivedTablesDDL(d ddl) []string {
+	var stmts []string
+	for _, t := range []tableDef{legacySchedulesTable, reconcilesTable} {
+		stmts = append(stmts, d.createTable(t)...)
+	}
+	return append(stmts, createChangeLogs(d)...)
+}
+
+// snapshotsViewDDL writes project_read_snapshots again from the gains
+// rollup, as migration 7 does.
+func snapshotsViewDDL(d ddl) []string {
+	return d.replaceView(view{SnapshotView, snapshotsFromGains(d)})
 }
 
 // fillLegacySchedules copies into legacySchedulesTable the schedule of

@@ -30,12 +30,7 @@ import (
 // the Distributed tables.
 func migrateRollups(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	rollups := rollupTables()
-	var stmts []string
-	for _, t := range []tableDef{rollups[0].tableDef, rollups[1].tableDef, rollups[2].tableDef, dayRollupTable, foldsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	for _, q := range stmts {
+	for _, q := range rollupTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -49,9 +44,8 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	if err != nil {
 		return err
 	}
-	for _, r := range rollups {
-		if err := m.exec(ctx, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-			d.Table(r.name+"_mv"), d.OnCluster(), d.Local(r.name), r.selectFrom(d.Local("message_read_snapshots"), ""))); err != nil {
+	for _, q := range rollupViewsFillDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
@@ -67,6 +61,7 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	if len(partitions) > 0 {
 		m.log.Info("folding snapshot history into the rollups", "partitions", len(partitions))
 	}
+	rollups := rollupTables()
 	for i, p := range partitions {
 		if err := m.held(ctx); err != nil {
 			return err
@@ -97,14 +92,44 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	}
 	// A view another process replaced already is replaced again, with
 	// the same definition.
-	for _, v := range rollupViews(d) {
-		for _, q := range d.replaceView(v) {
-			if err := m.exec(ctx, q); err != nil {
-				return err
-			}
+	for _, q := range rollupViewsDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// rollupTablesDDL creates the tables of migration 2: the rollups and the
+// record of the fold.
+func rollupTablesDDL(d ddl) []string {
+	rollups := rollupTables()
+	var stmts []string
+	for _, t := range []tableDef{rollups[0].tableDef, rollups[1].tableDef, rollups[2].tableDef, dayRollupTable, foldsTable} {
+		stmts = append(stmts, d.createTable(t)...)
+	}
+	return stmts
+}
+
+// rollupViewsFillDDL creates the materialized views that fill the rollups
+// from every INSERT into message_read_snapshots.
+func rollupViewsFillDDL(d ddl) []string {
+	var stmts []string
+	for _, r := range rollupTables() {
+		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+			d.Table(r.name+"_mv"), d.OnCluster(), d.Local(r.name), r.selectFrom(d.Local("message_read_snapshots"), "")))
+	}
+	return stmts
+}
+
+// rollupViewsDDL writes the views over the rollups (views_rollups.go)
+// again, as migrations 2 and 3 do.
+func rollupViewsDDL(d ddl) []string {
+	var stmts []string
+	for _, v := range rollupViews(d) {
+		stmts = append(stmts, d.replaceView(v)...)
+	}
+	return stmts
 }
 
 // foldsTable records the partitions of message_read_snapshots folded into

@@ -39,11 +39,25 @@ type migration struct {
 	// run is a step that needs Go: a check, a column added only when
 	// missing, a data fold run a partition at a time.
 	run func(ctx context.Context, m *migrator) error
+	// creates, set with run, returns the DDL run sends to create objects
+	// or to write views again, in the order it sends them: what the step
+	// creates, rendered without a server. Its checks, the columns it adds
+	// when missing and its data folds are not in it.
+	creates func(d ddl) []string
 	// requires, when set, says whether the server has what the step
 	// needs. On a server without it the step is neither applied, nor
 	// recorded, nor pending: it waits, and applies at the first start
 	// after the server is upgraded.
 	requires func(chconn.Server) bool
+}
+
+// statements is the DDL the step sends for d: its sql, or what its run
+// creates.
+func (m migration) statements(d ddl) []string {
+	if m.sql != nil {
+		return m.sql(d)
+	}
+	return m.creates(d)
 }
 
 // migrator is what a Go migration works with.

@@ -46,29 +46,25 @@ func migrations() []migration {
 		}},
 		// Rollups for the views, so that a dashboard query costs what it
 		// shows rather than the passes stored; see rollups.go.
-		{id: 2, name: "dashboard rollups", run: migrateRollups},
+		{id: 2, name: "dashboard rollups", run: migrateRollups, creates: func(d ddl) []string {
+			return append(append(rollupTablesDDL(d), rollupViewsFillDDL(d)...), rollupViewsDDL(d)...)
+		}},
 		// Releases before this one wrote the views' JOINs without aliases,
 		// which current ClickHouse refuses (joined_subquery_requires_alias):
 		// a database they set up on 18.16 broke when its server was
 		// upgraded. Writing the views again in the form both accept mends
 		// such a database; on one created since, it changes nothing.
-		{id: 3, name: "views in the form current releases accept", sql: func(d ddl) []string {
-			var stmts []string
-			for _, v := range rollupViews(d) {
-				stmts = append(stmts, d.replaceView(v)...)
-			}
-			return stmts
-		}},
+		{id: 3, name: "views in the form current releases accept", sql: rollupViewsDDL},
 		// Exactly once where the server can: every INSERT carries a token
-		// derived from its rows (chconn's dedup.go), and a table remembers the
-		// tokens of its last dedupWindow INSERTs, so that a spool entry
-		// replayed after its first attempt reached the server adds
-		// nothing. The rollups that materialized views fill need the
-		// window too: current servers check each view's block in its own
-		// target (deduplicate_blocks_in_dependent_materialized_views), by
-		// a token derived from the INSERT's. Replicated tables remember
-		// their INSERTs already; the others need the window, which 18.16
-		// lacks: there the step waits for the server's upgrade.
+		// derived from its rows (chconn's dedup.go), and a table remembers
+		// the tokens of its last dedupWindow INSERTs, so that a spool entry
+		// replayed after its first attempt reached the server adds nothing.
+		// The rollups that materialized views fill need the window too:
+		// current servers check each view's block in its own target
+		// (deduplicate_blocks_in_dependent_materialized_views), by a token
+		// derived from the INSERT's. Replicated tables remember their INSERTs
+		// already; the others need the window, which 18.16 lacks: there the
+		// step waits for the server's upgrade.
 		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: chconn.Server.DedupTokens, sql: func(d ddl) []string {
 			if d.Clustered() {
 				return nil
@@ -82,19 +78,28 @@ func migrations() []migration {
 		// Every tick accounted for: sync_runs also records the ticks
 		// that did not run (skipped, missed) and the shard of each, and
 		// schedule_coverage counts them per schedule and day.
-		{id: 5, name: "schedule coverage", run: func(ctx context.Context, m *migrator) error {
+		{id: 5, name: "schedule coverage", creates: coverageViewDDL, run: func(ctx context.Context, m *migrator) error {
 			if err := m.addColumn(ctx, RunsTable.name, "shard", "String", "error"); err != nil {
 				return err
 			}
-			return m.exec(ctx, m.ddl.createView(CoverageView, scheduleCoverage(m.ddl)))
+			for _, q := range coverageViewDDL(m.ddl) {
+				if err := m.exec(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
 		}},
 		// Reads gained per project and snapshot, and per day, computed
 		// as readsync writes (package derived's gains.go); the history
 		// written before is folded in by migration 7.
-		{id: 6, name: "reads gained", run: migrateGains},
+		{id: 6, name: "reads gained", run: migrateGains, creates: func(d ddl) []string {
+			return append(gainsTablesDDL(d), gainsViewsDDL(d)...)
+		}},
 		// Derived rows that can be checked and mended: the schedule
 		// stored with the rows, the newest write in the gains rollup,
 		// the change logs that reconciles read (migrateDerived).
-		{id: 7, name: "derived history that repairs itself", run: migrateDerived},
+		{id: 7, name: "derived history that repairs itself", run: migrateDerived, creates: func(d ddl) []string {
+			return append(derivedTablesDDL(d), snapshotsViewDDL(d)...)
+		}},
 	}
 }

@@ -12,6 +12,11 @@ import "fmt"
 // once: ticks are told apart by their time.
 const CoverageView = "schedule_coverage"
 
+// coverageViewDDL creates schedule_coverage, as migration 5 does.
+func coverageViewDDL(d ddl) []string {
+	return []string{d.createView(CoverageView, scheduleCoverage(d))}
+}
+
 func scheduleCoverage(d ddl) string {
 	return fmt.Sprintf(`SELECT
     schedule,
