@@ -3,7 +3,8 @@
 // topology, the server's release and capabilities, the hosts of a cluster,
 // the settings and external data sent with statements, and the INSERT of
 // rows of a declared table (Table) with its deduplication token. It knows
-// no table of readsync's: their declarations satisfy its Table.
+// no table of readsync's: their declarations, package schema's, satisfy
+// its Table.
 package chconn
 
 import (

@@ -9,9 +9,9 @@ import (
 )
 
 // Table is a table as an INSERT of rows of type R sees it: its name and
-// its columns, and each row's values in column order. readsync's table
-// declarations satisfy it, so that the column list and the values come
-// from the one declaration of each table.
+// its columns, and each row's values in column order. The table
+// declarations of package schema satisfy it, so that the column list and
+// the values come from the one declaration of each table.
 type Table[R any] interface {
 	// Name is the table's name in its database.
 	Name() string

@@ -19,7 +19,7 @@ type column[R any] struct {
 // table is one of readsync's data tables, declared once: the DDL, the
 // INSERT's column list and the values appended for each row all derive
 // from it, so a column cannot be added, removed or moved in one place and
-// not the others.
+// not the others. It is the chconn.Table that INSERTs of its rows take.
 type table[R any] struct {
 	name    string
 	columns []column[R]
