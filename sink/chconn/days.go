@@ -1,8 +1,6 @@
 package chconn
 
-import (
-	"cmp"
-)
+import "cmp"
 
 // Days of Unix times as ClickHouse's DateTime holds them, alone or a
 // project's: what the day rollups are keyed by.

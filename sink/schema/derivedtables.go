@@ -1,8 +1,6 @@
 package schema
 
-import (
-	"time"
-)
+import "time"
 
 // The tables of the derived history that the refreshes and the reconciles
 // write (package derived computes their rows): the reads gained per
@@ -86,7 +84,8 @@ GROUP BY project_id, message_id`,
 // dayGainsTable is the day gains rollup: once merged, one row per project
 // and UTC day, the gains of the day's snapshots summed, which
 // project_read_daily_gains shows. Each refresh stores the day's values
-// with a key that grows with the rows it saw (the refresh says how).
+// with a key that grows with the rows it saw (package derived's
+// gaindays.go says how).
 var dayGainsTable = tableDef{name: DayGainsRollup, columns: []columnDef{
 	{"project_id", "Int64"}, {"day", "Date"},
 	{"day_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
