@@ -1,6 +1,10 @@
-// Package sink is where synced rows go: ClickHouse tables, created and
-// migrated here and written in large batches, or JSON lines for a dry run.
-// It knows nothing of the upstream API.
+// Package sink is where synced rows go: the rows (Project, Message,
+// Snapshot, Run, in a Batch), the Writer they are written to, JSON lines
+// for a dry run, and Refused, which tells a server that refuses a
+// statement from one that is down. It knows nothing of the upstream API,
+// nor of ClickHouse's tables: package clickhouse writes the rows there,
+// with chconn (the connection), schema (the tables and views) and derived
+// (the rows derived from them).
 package sink
 
 import (

@@ -10,7 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
@@ -74,7 +75,7 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 		return code
 	}
 	if err := a.checkClickHouse(ctx); err != nil {
-		if errors.As(err, new(*sink.HTTPPortError)) {
+		if errors.As(err, new(*chconn.HTTPPortError)) {
 			fmt.Fprintf(a.stdout, "clickhouse: FAILED: READSYNC_CLICKHOUSE_DSN: %v\n", err)
 			return exitConfig
 		}
@@ -223,7 +224,7 @@ func (a *app) checkClickHouse(ctx context.Context) error {
 
 // checkHosts reaches every host of the cluster, one line each; it fails
 // when the cluster is unknown or a host does not answer.
-func (a *app) checkHosts(ctx context.Context, ch *sink.ClickHouse) error {
+func (a *app) checkHosts(ctx context.Context, ch *clickhouse.ClickHouse) error {
 	cluster, ok := ch.Clustered()
 	if !ok {
 		return nil

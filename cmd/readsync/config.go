@@ -17,7 +17,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/readsync/readsync/apiclient"
-	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -90,9 +90,9 @@ type config struct {
 	// Member is set, and ShardOf zero, when READSYNC_SHARD is
 	// <pod>/statefulset: the count is then read from the API server.
 	Member *statefulSetMember
-	DSN    sink.DSN // zero in dry-run mode
+	DSN    chconn.DSN // zero in dry-run mode
 	// Topology is where the tables live: one server or a cluster.
-	Topology  sink.Topology
+	Topology  chconn.Topology
 	Schedules []sync.Schedule
 	// Unknown lists the READSYNC_ variables set in the environment that
 	// readsync does not read.
@@ -328,7 +328,7 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		return
 	}
 	// The DSN holds a password: its errors describe it without quoting it.
-	dsn, err := sink.ParseDSN(string(c.ClickHouseDSN))
+	dsn, err := chconn.ParseDSN(string(c.ClickHouseDSN))
 	if err == nil {
 		err = dsn.CheckAddrs()
 	}
@@ -350,23 +350,23 @@ const shardForm = "i/n with 0 <= i < n, such as 0/3, where i may be a pod name e
 
 // parseTopology checks the cluster variables. Whether the server knows the
 // cluster is for Migrate and --check to find out.
-func parseTopology(cluster, replicaPath string) (sink.Topology, error) {
+func parseTopology(cluster, replicaPath string) (chconn.Topology, error) {
 	if cluster == "" {
 		if replicaPath != "" {
-			return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: applies to a cluster only; set READSYNC_CLICKHOUSE_CLUSTER too, or unset it", replicaPath)
+			return chconn.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: applies to a cluster only; set READSYNC_CLICKHOUSE_CLUSTER too, or unset it", replicaPath)
 		}
-		return sink.Topology{}, nil
+		return chconn.Topology{}, nil
 	}
 	for _, r := range cluster {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.", r)) {
-			return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_CLUSTER=%q: a cluster name of the server's remote_servers, such as main_cluster (letters, digits, _ - .)", cluster)
+			return chconn.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_CLUSTER=%q: a cluster name of the server's remote_servers, such as main_cluster (letters, digits, _ - .)", cluster)
 		}
 	}
 	if replicaPath != "" && (!strings.HasPrefix(replicaPath, "/") || !strings.Contains(replicaPath, "{table}")) {
-		return sink.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: a ZooKeeper path starting with / and containing {table}, such as %s",
-			replicaPath, sink.DefaultReplicaPath)
+		return chconn.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: a ZooKeeper path starting with / and containing {table}, such as %s",
+			replicaPath, chconn.DefaultReplicaPath)
 	}
-	return sink.Topology{Cluster: cluster, ReplicaPath: replicaPath}, nil
+	return chconn.Topology{Cluster: cluster, ReplicaPath: replicaPath}, nil
 }
 
 // unknownVariables lists the READSYNC_ variables set in e that neither

@@ -12,6 +12,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -212,7 +213,7 @@ func (a *app) readiness(st stores) func(context.Context) error {
 // before the schedule's next tick, so a slow upstream costs one snapshot
 // rather than piling passes up. It leaves the spool to flushLoop: new
 // snapshots come first.
-func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, ch *sink.ClickHouse, s sync.Schedule, tick time.Time) {
+func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, ch *clickhouse.ClickHouse, s sync.Schedule, tick time.Time) {
 	if tick.IsZero() {
 		tick = time.Now()
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/readsync/readsync/apiclient"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
@@ -167,7 +168,7 @@ func newAPIClient(cfg *config, log *slog.Logger, observe func(op, outcome string
 // stores is where a writing mode puts rows: ClickHouse, and the spool for
 // what ClickHouse does not take.
 type stores struct {
-	ch    *sink.ClickHouse
+	ch    *clickhouse.ClickHouse
 	spool *spool.Spool
 }
 
@@ -209,7 +210,7 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 // applyMigrations applies pending migrations, and says what stands in the way when
 // it cannot: a server that does not answer, or one that refuses. Either
 // way rows go to the spool until a later attempt succeeds.
-func (a *app) applyMigrations(ctx context.Context, ch *sink.ClickHouse) bool {
+func (a *app) applyMigrations(ctx context.Context, ch *clickhouse.ClickHouse) bool {
 	err := ch.Migrate(ctx)
 	a.metrics.delivery.observe(err)
 	if err == nil {
@@ -271,7 +272,7 @@ func (a *app) spoolWaits(st stores) bool {
 // runPass runs one pass and records it in the metrics, then, when it
 // wrote to ClickHouse (ch, nil for a dry run), reconciles the derived rows
 // with what changed.
-func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, ch *sink.ClickHouse, p sync.Pass) (sync.Report, error) {
+func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, ch *clickhouse.ClickHouse, p sync.Pass) (sync.Report, error) {
 	start := time.Now()
 	rep, err := syncer.Run(ctx, p)
 	a.metrics.observePass(rep, time.Since(start))
@@ -282,9 +283,9 @@ func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, ch *sink.ClickHo
 }
 
 // reconcile refreshes the derived rows of whatever changed in the stored
-// history since the last reconcile (see sink.ClickHouse.Reconcile). It
+// history since the last reconcile (see clickhouse.ClickHouse.Reconcile). It
 // fails nothing: what it could not do, the next one does.
-func (a *app) reconcile(ctx context.Context, ch *sink.ClickHouse) {
+func (a *app) reconcile(ctx context.Context, ch *clickhouse.ClickHouse) {
 	if !ch.Migrated() {
 		return // nothing was written: the rows went to the spool
 	}

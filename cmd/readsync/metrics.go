@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
@@ -250,7 +250,7 @@ func (m *metrics) observeShare(s share) {
 }
 
 // observeReconcile records a reconcile.
-func (m *metrics) observeReconcile(rep sink.ReconcileReport, err error) {
+func (m *metrics) observeReconcile(rep derived.ReconcileReport, err error) {
 	if err != nil {
 		m.reconciles.WithLabelValues("error").Inc()
 		return

@@ -4,18 +4,18 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/clickhouse"
 )
 
 // openClickHouse connects to ClickHouse with the configured topology;
 // migrations log through the process logger. A DSN on ClickHouse's HTTP
-// port is refused first (a *sink.HTTPPortError): the driver would only
+// port is refused first (a *chconn.HTTPPortError): the driver would only
 // time out on it.
-func (a *app) openClickHouse(ctx context.Context) (*sink.ClickHouse, error) {
+func (a *app) openClickHouse(ctx context.Context) (*clickhouse.ClickHouse, error) {
 	if err := a.cfg.DSN.CheckNativePort(ctx); err != nil {
 		return nil, err
 	}
-	return sink.OpenClickHouse(ctx, a.cfg.DSN, sink.WithTopology(a.cfg.Topology), sink.WithLogger(a.log))
+	return clickhouse.OpenClickHouse(ctx, a.cfg.DSN, clickhouse.WithTopology(a.cfg.Topology), clickhouse.WithLogger(a.log))
 }
 
 // migrate applies the pending migrations and exits: 0 when the schema is

@@ -113,7 +113,7 @@ func TestProcessesStartingTogetherMigrateOnce(t *testing.T) {
 	ctx := sinktest.PreviousRelease(context.Background(), t, f.db.Conn)
 	// Release 5013242's schema, from its statements, and three months of
 	// its history: three partitions to fold.
-	src, err := os.ReadFile("../../sink/testdata/release-5013242/schema.sql")
+	src, err := os.ReadFile("../../sink/schema/testdata/release-5013242/schema.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	chsink "github.com/readsync/readsync/sink/clickhouse"
 )
 
 type options struct {
@@ -69,7 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.runs, "runs", 5, "runs of each new query; the median is shown")
 	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on release 5013242's views (0 skips them)")
 	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
-	fs.StringVar(&o.oldSchema, "old-schema", "sink/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
+	fs.StringVar(&o.oldSchema, "old-schema", "sink/schema/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
 	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -161,11 +163,11 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // long its INSERTs took and how long the refreshes after them (the
 // project days and the reads gained), which read the history.
 func (b *bencher) timePass(ctx context.Context, w io.Writer) error {
-	dsn, err := sink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	dsn, err := chconn.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
 	if err != nil {
 		return err
 	}
-	ch, err := sink.OpenClickHouse(ctx, dsn)
+	ch, err := chsink.OpenClickHouse(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -341,11 +343,11 @@ FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 A
 		}
 	}
 
-	dsn, err := sink.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	dsn, err := chconn.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
 	if err != nil {
 		return err
 	}
-	ch, err := sink.OpenClickHouse(ctx, dsn, sink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
+	ch, err := chsink.OpenClickHouse(ctx, dsn, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
 	if err != nil {
 		return err
 	}

@@ -70,9 +70,10 @@ var (
 // sentWithAll returns a panel's SQL as the plugin sends it, over from to to,
 // with All selected in every variable: its frontend makes each
 // $__conditionalAll(condition, $variable) 1=1, its backend expands
-// $__dateFilter and $__timeFilter. sink/dashboard_test.go runs the
-// dashboard through a fuller model of Grafana and the plugin
-// (sink/grafana_test.go) on both test servers; this is what All needs of it.
+// $__dateFilter and $__timeFilter. sink/clickhouse/dashboard_test.go runs
+// the dashboard through a fuller model of Grafana and the plugin
+// (sink/clickhouse/grafana_test.go) on both test servers; this is what All
+// needs of it.
 func sentWithAll(sql string, from, to time.Time) (string, error) {
 	for i := strings.LastIndex(sql, conditionalAll); i >= 0; i = strings.LastIndex(sql, conditionalAll) {
 		open := i + len(conditionalAll) - 1

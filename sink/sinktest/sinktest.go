@@ -201,11 +201,11 @@ func LinesContext(ctx context.Context, t testing.TB, conn driver.Conn, q string)
 }
 
 // PreviousRelease returns ctx with the settings under which the server
-// takes the views of releases before the JOIN form of sink/views.go, as a
-// database set up by such a release on 18.16 has them after its server was
-// upgraded: joined_subquery_requires_alias = 0 where the server has that
-// setting (current releases refuse those views without it; 18.16 has no
-// such setting and needs none). Tests set up and read the previous
+// takes the views of releases before the JOIN form of sink/schema/views.go,
+// as a database set up by such a release on 18.16 has them after its
+// server was upgraded: joined_subquery_requires_alias = 0 where the server
+// has that setting (current releases refuse those views without it; 18.16
+// has no such setting and needs none). Tests set up and read the previous
 // release's schema with it, never readsync's own.
 func PreviousRelease(ctx context.Context, t testing.TB, conn driver.Conn) context.Context {
 	t.Helper()

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/spool"
 )
@@ -36,12 +37,12 @@ func TestReplaysPreviousReleaseEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := sinktest.New(t)
-	dsn, err := sink.ParseDSN(db.DSN)
+	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ch, err := sink.OpenClickHouse(ctx, dsn)
+	ch, err := clickhouse.OpenClickHouse(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

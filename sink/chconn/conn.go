@@ -1,0 +1,106 @@
+// Package chconn is readsync's connection to ClickHouse and what it knows
+// of the server there: the DSN, the names and places of the tables for a
+// topology, the server's release and capabilities, the hosts of a cluster,
+// the settings and external data sent with statements, and the INSERT of
+// rows of a declared table (Table) with its deduplication token. It knows
+// no table of readsync's: their declarations, package schema's, satisfy
+// its Table.
+package chconn
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Conn is a connection to the ClickHouse server of a DSN, for one database
+// and topology. It is safe for concurrent use; Close releases its
+// connections.
+type Conn struct {
+	conn     driver.Conn
+	opts     clickhouse.Options // what conn was opened with, to reach the other hosts of a cluster
+	names    Names              // names the database and the tables in it
+	password string
+	log      *slog.Logger
+
+	serverMu sync.Mutex
+	server   *Server // nil until the server first answers
+
+	observe func(table string, rows int, d time.Duration, err error)
+}
+
+// Open connects to the server the DSN names, for the tables of topo, and
+// reports to log what it finds out about the server. It does not require
+// the DSN's database to exist, and every statement names its database
+// explicitly.
+func Open(dsn DSN, topo Topology, log *slog.Logger) (*Conn, error) {
+	opts := *dsn.opts
+	opts.Auth.Database = ""
+	if opts.DialTimeout == 0 {
+		opts.DialTimeout = 10 * time.Second
+	}
+	conn, err := clickhouse.Open(&opts)
+	if err != nil {
+		return nil, redactSecret(fmt.Errorf("open ClickHouse: %w", err), dsn.Password())
+	}
+	return &Conn{conn: conn, opts: opts, names: Names{db: dsn.database, topo: topo}, password: dsn.Password(), log: log}, nil
+}
+
+// ForDatabase returns a Conn to the same server for the database and
+// topology of n, sharing c's connections: for statements tried in a
+// scratch database. It logs nothing and reports no INSERT; closing c
+// closes it too.
+func (c *Conn) ForDatabase(n Names) *Conn {
+	return &Conn{conn: c.conn, opts: c.opts, names: n, password: c.password, log: slog.New(slog.DiscardHandler)}
+}
+
+// Close closes the connections.
+func (c *Conn) Close() error { return c.conn.Close() }
+
+// Names names the database and the tables in it.
+func (c *Conn) Names() Names { return c.names }
+
+// Log is where c reports what it finds out; the packages that send
+// statements through c report their progress there too.
+func (c *Conn) Log() *slog.Logger { return c.log }
+
+// ObserveInserts makes every INSERT of Insert report its table, row count,
+// duration and error to f, e.g. to feed metrics. Call it before the first
+// write.
+func (c *Conn) ObserveInserts(f func(table string, rows int, d time.Duration, err error)) {
+	c.observe = f
+}
+
+// Intercept sends every statement of c, and of the Conns ForDatabase
+// returns from then on, through the connection wrap returns for c's own,
+// for tests that record or rewrite statements. Call it before c sends any.
+func (c *Conn) Intercept(wrap func(driver.Conn) driver.Conn) { c.conn = wrap(c.conn) }
+
+// Ping checks that the server answers now.
+func (c *Conn) Ping(ctx context.Context) error { return c.conn.Ping(ctx) }
+
+// Exec runs a statement that returns no rows.
+func (c *Conn) Exec(ctx context.Context, query string, args ...any) error {
+	return c.conn.Exec(ctx, query, args...)
+}
+
+// Query runs a statement and returns its rows, which the caller closes.
+func (c *Conn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	return c.conn.Query(ctx, query, args...)
+}
+
+// QueryRow runs a statement that returns one row.
+func (c *Conn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	return c.conn.QueryRow(ctx, query, args...)
+}
+
+// PrepareBatch starts an INSERT whose rows are appended to the batch it
+// returns and sent with its Send.
+func (c *Conn) PrepareBatch(ctx context.Context, query string) (driver.Batch, error) {
+	return c.conn.PrepareBatch(ctx, query)
+}

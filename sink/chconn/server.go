@@ -1,0 +1,107 @@
+package chconn
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
+)
+
+// Server is the ClickHouse server readsync writes to, as read once when it
+// first answers: its version and what it supports. Whatever readsync does
+// differently by server is decided from a Server, in this file: by asking
+// the server what it has (system.settings, system.merge_tree_settings)
+// where it can, and by the version only where nothing can be asked, with
+// the reason next to the threshold.
+//
+// A database must not change behaviour when its server is upgraded: what
+// a migration created on an older server stays as it is, and the views
+// read it the same way. A capability may only change how new statements
+// are sent, never what an existing table means.
+type Server struct {
+	// Version is the server's version, e.g. 26.7.2 (the handshake gives
+	// three parts).
+	Version proto.Version
+	// Release is version() as the server reports it, e.g. 26.7.2.1.
+	Release string
+	// has holds the names, among those readsync asks about, of the query
+	// settings and MergeTree settings the server knows.
+	has []string
+}
+
+// The settings readsync asks a server about.
+const (
+	// settingDedupToken makes an INSERT carry its own deduplication token.
+	settingDedupToken = "insert_deduplication_token"
+	// SettingDedupWindow is the MergeTree setting with which a table that
+	// is not replicated remembers the tokens of its last INSERTs.
+	SettingDedupWindow = "non_replicated_deduplication_window"
+)
+
+// oldestTested is the oldest ClickHouse release the tests run on; readsync
+// warns about an older server, whose SQL dialect it has never been run
+// against.
+var oldestTested = proto.Version{Major: 18, Minor: 16, Patch: 1}
+
+// String is the release, e.g. "26.7.2.1".
+func (s Server) String() string { return s.Release }
+
+// Tested reports whether the server is at least the oldest release the
+// tests run on.
+func (s Server) Tested() bool { return proto.CheckMinVersion(oldestTested, s.Version) }
+
+// DedupTokens reports whether a table that is not replicated can drop an
+// INSERT it has already taken, by the token the INSERT carries: both
+// settings are needed, the table's window and the query's token. 18.16 has
+// neither.
+func (s Server) DedupTokens() bool {
+	return slices.Contains(s.has, settingDedupToken) && slices.Contains(s.has, SettingDedupWindow)
+}
+
+// Server returns the server readsync writes to, read on the first call
+// that reaches it and kept for the connection's life.
+func (c *Conn) Server(ctx context.Context) (Server, error) {
+	c.serverMu.Lock()
+	defer c.serverMu.Unlock()
+	if c.server != nil {
+		return *c.server, nil
+	}
+	s, err := readServer(ctx, c)
+	if err != nil {
+		return Server{}, c.Redact(err)
+	}
+	c.server = &s
+	if !s.Tested() {
+		c.log.Warn("ClickHouse is older than the oldest release readsync is tested on", "server", s.Release, "oldest_tested", oldestTested.String())
+	} else {
+		c.log.Info("ClickHouse server", "server", s.Release, "dedup_tokens", s.DedupTokens())
+	}
+	return s, nil
+}
+
+func readServer(ctx context.Context, c *Conn) (Server, error) {
+	if err := c.conn.Ping(ctx); err != nil {
+		return Server{}, fmt.Errorf("ping ClickHouse: %w", err)
+	}
+	v, err := c.conn.ServerVersion()
+	if err != nil {
+		return Server{}, fmt.Errorf("ClickHouse server version: %w", err)
+	}
+	s := Server{Version: v.Version}
+	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&s.Release); err != nil {
+		return Server{}, fmt.Errorf("ClickHouse server version: %w", err)
+	}
+	// Names as literals: servers bind a slice parameter differently.
+	settings, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.settings WHERE name = "+QuoteString(settingDedupToken))
+	if err != nil {
+		return Server{}, fmt.Errorf("read system.settings: %w", err)
+	}
+	// system.merge_tree_settings exists on every tested release.
+	mt, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.merge_tree_settings WHERE name = "+QuoteString(SettingDedupWindow))
+	if err != nil {
+		return Server{}, fmt.Errorf("read system.merge_tree_settings: %w", err)
+	}
+	s.has = append(settings, mt...)
+	return s, nil
+}

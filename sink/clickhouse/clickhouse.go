@@ -1,0 +1,100 @@
+// Package clickhouse is where readsync's rows go in ClickHouse: the
+// ClickHouse type, a sink.Writer, that the daemon, the spool and the
+// command line use. Each of its methods wires the packages that do the
+// work: chconn talks to the server, schema migrates the database to
+// readsync's tables and views, derived keeps the rows derived from the
+// stored history.
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/derived"
+)
+
+// ClickHouse writes rows to a ClickHouse server over the native protocol.
+// It is safe for concurrent use; Close releases its connections.
+type ClickHouse struct {
+	conn    *chconn.Conn
+	history *derived.History
+
+	schemaMu   sync.Mutex
+	migrated   bool
+	migrateErr error // why the last Migrate failed; nil once one succeeds
+}
+
+// ObserveInserts makes every INSERT report its table, row count, duration
+// and error to f, e.g. to feed metrics. Call it before the first write.
+func (c *ClickHouse) ObserveInserts(f func(table string, rows int, d time.Duration, err error)) {
+	c.conn.ObserveInserts(f)
+}
+
+// Option configures OpenClickHouse.
+type Option func(*options)
+
+// options are what OpenClickHouse opens the connection with.
+type options struct {
+	topo chconn.Topology
+	log  *slog.Logger
+}
+
+// WithTopology places the tables on a cluster (see chconn.Topology);
+// without it they live on the one server the DSN names.
+func WithTopology(t chconn.Topology) Option { return func(o *options) { o.topo = t } }
+
+// WithLogger sets where migrations report their progress; by default
+// nowhere.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// OpenClickHouse connects to the server the DSN names. It does not require
+// the DSN's database to exist: Migrate creates it, and every statement names
+// its database explicitly.
+func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*ClickHouse, error) {
+	o := options{log: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	conn, err := chconn.Open(dsn, o.topo, o.log)
+	if err != nil {
+		return nil, err
+	}
+	return &ClickHouse{conn: conn, history: derived.New(conn)}, nil
+}
+
+// Close closes the connections.
+func (c *ClickHouse) Close() error { return c.conn.Close() }
+
+// Database is the database the tables live in.
+func (c *ClickHouse) Database() string { return c.conn.Names().Database() }
+
+// Server returns the server readsync writes to, read on the first call
+// that reaches it and kept for the connection's life.
+func (c *ClickHouse) Server(ctx context.Context) (chconn.Server, error) { return c.conn.Server(ctx) }
+
+// Hosts reaches every host of the cluster, with the DSN's credentials and
+// settings, and reports each one's version or why it did not answer. The
+// error is for the list itself: an unknown cluster, or the server not
+// answering.
+func (c *ClickHouse) Hosts(ctx context.Context) ([]chconn.Host, error) { return c.conn.Hosts(ctx) }
+
+// Clustered reports whether the tables live on a cluster, and its name.
+func (c *ClickHouse) Clustered() (string, bool) {
+	return c.conn.Names().Topology().Cluster, c.conn.Names().Clustered()
+}
+
+// Ping checks that the server answers now and returns its release.
+func (c *ClickHouse) Ping(ctx context.Context) (string, error) {
+	if err := c.conn.Ping(ctx); err != nil {
+		return "", c.conn.Redact(fmt.Errorf("ping ClickHouse: %w", err))
+	}
+	s, err := c.Server(ctx)
+	if err != nil {
+		return "", err
+	}
+	return s.Release, nil
+}

@@ -1,0 +1,67 @@
+package clickhouse
+
+import (
+	"context"
+
+	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/schema"
+)
+
+// Migrate applies the migrations the database has not had yet, in order,
+// and records each in schema_migrations. A database an earlier release
+// created is adopted as it is. When the schema is current, Migrate only
+// reads: it issues no DDL. Concurrent calls, from this process or others,
+// end with the same schema and no error. The dashboard rollups are built
+// by one of the migrations, which folds existing history into them.
+func (c *ClickHouse) Migrate(ctx context.Context) error {
+	c.schemaMu.Lock()
+	defer c.schemaMu.Unlock()
+	if err := schema.Migrate(ctx, c.conn, derived.FoldGains); err != nil {
+		c.migrateErr = err
+		return err
+	}
+	c.migrated, c.migrateErr = true, nil
+	return nil
+}
+
+// MigrateErr is why the last Migrate failed, or nil: whether the server
+// did not answer or refused (see sink.Refused), for a readiness probe to say.
+func (c *ClickHouse) MigrateErr() error {
+	c.schemaMu.Lock()
+	defer c.schemaMu.Unlock()
+	return c.migrateErr
+}
+
+// SchemaVersion reads which migrations the database has had and which are
+// pending. It changes nothing.
+func (c *ClickHouse) SchemaVersion(ctx context.Context) (schema.SchemaVersion, error) {
+	return schema.ReadVersion(ctx, c.conn)
+}
+
+// TryMigrations finds out, without touching the database, whether this
+// server takes readsync's migrations from the user of the DSN, by applying
+// them to a scratch database (see schema.TryMigrations).
+func (c *ClickHouse) TryMigrations(ctx context.Context) error {
+	return schema.TryMigrations(ctx, c.conn, derived.FoldGains)
+}
+
+// CheckViews reads no rows but makes the server plan a query of each view
+// that users query: a view an earlier release created, which this server
+// no longer accepts, fails it.
+func (c *ClickHouse) CheckViews(ctx context.Context) error { return schema.CheckViews(ctx, c.conn) }
+
+// Migrated reports whether Migrate has succeeded on this connection.
+func (c *ClickHouse) Migrated() bool {
+	c.schemaMu.Lock()
+	defer c.schemaMu.Unlock()
+	return c.migrated
+}
+
+// ensureSchema migrates on first use when the server was unreachable at
+// start, so a process that began during an outage still finds its tables.
+func (c *ClickHouse) ensureSchema(ctx context.Context) error {
+	if c.Migrated() {
+		return nil
+	}
+	return c.Migrate(ctx)
+}

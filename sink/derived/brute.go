@@ -1,0 +1,445 @@
+package derived
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
+)
+
+// The brute force of every view (see verify.go): what each view defines,
+// computed from the stored rows the simplest way, in Go, a group of
+// projects at a time.
+
+// bruteStepRows bounds the snapshot rows one group of projects holds, and
+// so the brute force's memory and the server's sort.
+const bruteStepRows = 4_000_000
+
+// bruteRow is a snapshot row as the brute force reads it.
+type bruteRow struct {
+	at             uint32
+	version        uint64
+	reads, total   uint64
+	percent        float64
+	project, msgID int64
+}
+
+// bruteForce returns every view's rows in the window from from on.
+func (h *History) bruteForce(ctx context.Context, from uint32) (map[string]viewRows, error) {
+	out := map[string]viewRows{}
+	for _, v := range schema.Views() {
+		out[v] = viewRows{}
+	}
+	names, err := h.bruteNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ticks, err := h.bruteCoverage(ctx, from, out[schema.CoverageView])
+	if err != nil {
+		return nil, err
+	}
+	counts, err := chconn.QueryMap[int64, uint64](ctx, h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
+		h.names.Table(schema.SnapshotsTable.Name()), chconn.DateTime(from)))
+	if err != nil {
+		return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
+	}
+	var step []int64
+	var n uint64
+	flush := func() error {
+		if len(step) == 0 {
+			return nil
+		}
+		err := h.bruteStep(ctx, step, from, names, ticks, out)
+		step, n = nil, 0
+		return err
+	}
+	for _, p := range slices.Sorted(maps.Keys(counts)) {
+		if len(step) > 0 && n+counts[p] > bruteStepRows {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+		step, n = append(step, p), n+counts[p]
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// bruteNamesOf are the names the views join: each project's nft and name,
+// and each message's subject, by their newest versions.
+type bruteNamesOf struct {
+	projects map[int64][2]string
+	subjects map[msgKey]string
+}
+
+func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
+	n := bruteNamesOf{projects: map[int64][2]string{}, subjects: map[msgKey]string{}}
+	err := chconn.QueryEach(ctx, h.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+h.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
+		func(rows driver.Rows) error {
+			var (
+				id        int64
+				nft, name string
+			)
+			if err := rows.Scan(&id, &nft, &name); err != nil {
+				return err
+			}
+			n.projects[id] = [2]string{nft, name}
+			return nil
+		})
+	if err != nil {
+		return n, fmt.Errorf("read the projects' names: %w", err)
+	}
+	err = chconn.QueryEach(ctx, h.conn, "SELECT project_id, id, argMax(subject, version) FROM "+h.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
+		func(rows driver.Rows) error {
+			var (
+				k       msgKey
+				subject string
+			)
+			if err := rows.Scan(&k.project, &k.message, &subject); err != nil {
+				return err
+			}
+			n.subjects[k] = subject
+			return nil
+		})
+	if err != nil {
+		return n, fmt.Errorf("read the messages' subjects: %w", err)
+	}
+	return n, nil
+}
+
+// bruteCoverage puts schedule_coverage's rows from from on into rows, and
+// returns every cron tick recorded, per schedule, sorted: what missed
+// ticks count.
+func (h *History) bruteCoverage(ctx context.Context, from uint32, rows viewRows) (map[string][]uint32, error) {
+	type tick struct {
+		schedule string
+		at       uint32
+	}
+	type fate struct{ run, ok, skipped, missed bool }
+	fates := map[tick]*fate{}
+	err := chconn.QueryEach(ctx, h.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+h.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
+		func(r driver.Rows) error {
+			var (
+				t      tick
+				status string
+			)
+			if err := r.Scan(&t.schedule, &t.at, &status); err != nil {
+				return err
+			}
+			f := fates[t]
+			if f == nil {
+				f = &fate{run: true, ok: true}
+				fates[t] = f
+			}
+			// A tick runs when every shard that recorded it ran it, and is
+			// ok when every one finished ok.
+			f.run = f.run && (status == "ok" || status == "partial" || status == "failed")
+			f.ok = f.ok && status == "ok"
+			f.skipped = f.skipped || status == "skipped"
+			f.missed = f.missed || status == "missed"
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read the ticks of sync_runs: %w", err)
+	}
+	ticks := map[string][]uint32{}
+	type day struct {
+		schedule string
+		day      uint32
+	}
+	counts := map[day]*[5]uint64{}
+	for t, f := range fates {
+		ticks[t.schedule] = append(ticks[t.schedule], t.at)
+		if t.at < from {
+			continue
+		}
+		d := day{t.schedule, chconn.DayOf(t.at)}
+		n := counts[d]
+		if n == nil {
+			n = &[5]uint64{}
+			counts[d] = n
+		}
+		for i, b := range []bool{true, f.run, f.ok, f.skipped, f.missed} {
+			if b {
+				n[i]++
+			}
+		}
+	}
+	for _, ts := range ticks {
+		slices.Sort(ts)
+	}
+	for d, n := range counts {
+		rows[d.schedule+"\t"+dateText(d.day)] = joinNumbers(n[:]...)
+	}
+	return ticks, nil
+}
+
+// bruteStep computes the rows of the snapshot views for projects.
+func (h *History) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
+	priors, err := h.brutePriors(ctx, projects, from)
+	if err != nil {
+		return err
+	}
+	schedules, err := h.bruteSchedules(ctx, projects, from)
+	if err != nil {
+		return err
+	}
+	pt, err := chconn.ProjectsExt("verified", projects)
+	if err != nil {
+		return err
+	}
+	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
+FROM %s
+WHERE %s AND snapshot_at >= %s
+ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+	// Each message's newest row at each of its snapshots, in order.
+	var (
+		msg     []bruteRow
+		current msgKey
+		started bool
+	)
+	acc := newBruteAcc()
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
+		var r bruteRow
+		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads, &r.total, &r.percent); err != nil {
+			return err
+		}
+		k := msgKey{r.project, r.msgID}
+		if started && k != current {
+			acc.message(current, msg, priors)
+			msg = msg[:0]
+		}
+		current, started = k, true
+		if n := len(msg); n > 0 && msg[n-1].at == r.at {
+			msg[n-1] = r // a newer version of the same snapshot
+			return nil
+		}
+		msg = append(msg, r)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read the snapshot rows of projects %d to %d: %w", projects[0], projects[len(projects)-1], err)
+	}
+	if started {
+		acc.message(current, msg, priors)
+	}
+	acc.rows(names, schedules, ticks, out)
+	return nil
+}
+
+// brutePriors returns each message's newest row before from.
+func (h *History) brutePriors(ctx context.Context, projects []int64, from uint32) (map[msgKey]bruteRow, error) {
+	out := map[msgKey]bruteRow{}
+	if from == 0 {
+		return out, nil
+	}
+	pt, err := chconn.ProjectsExt("verified", projects)
+	if err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(tupleElement(newest, 1)), tupleElement(newest, 2), tupleElement(newest, 3)
+FROM
+(
+    SELECT project_id, message_id, argMax((snapshot_at, version, read_count), (snapshot_at, version)) AS newest
+    FROM %s
+    WHERE %s AND snapshot_at < %s
+    GROUP BY project_id, message_id
+)`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
+		var r bruteRow
+		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
+			return err
+		}
+		out[msgKey{r.project, r.msgID}] = r
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the messages' rows before the window: %w", err)
+	}
+	return out, nil
+}
+
+// bruteSchedules returns the schedule of each snapshot of projects from
+// from on that has one: its newest write's, else the one release 0.3.0
+// counted its missed ticks by (see gainschedules.go).
+func (h *History) bruteSchedules(ctx context.Context, projects []int64, from uint32) (map[gainTarget]string, error) {
+	out := map[gainTarget]string{}
+	for _, q := range []string{
+		"SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
+		"SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
+	} {
+		table := schema.SnapshotsTable.Name()
+		if strings.Contains(q, "any(") {
+			table = schema.LegacySchedules
+		}
+		pt, err := chconn.ProjectsExt("verified", projects)
+		if err != nil {
+			return nil, err
+		}
+		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf(q, h.names.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
+			func(rows driver.Rows) error {
+				var (
+					t gainTarget
+					s string
+				)
+				if err := rows.Scan(&t.project, &t.at, &s); err != nil {
+					return err
+				}
+				if s != "" && out[t] == "" {
+					out[t] = s
+				}
+				return nil
+			})
+		if err != nil {
+			return nil, fmt.Errorf("read the snapshots' schedules from %s: %w", table, err)
+		}
+	}
+	return out, nil
+}
+
+// bruteAcc accumulates the views' values over the messages of a group of
+// projects.
+type bruteAcc struct {
+	latest map[msgKey]bruteRow
+	// days: per project and day, the last row of each message that day.
+	days map[chconn.ProjectDay][]bruteRow
+	// writes: per project snapshot, each message's newest row there.
+	writes map[gainTarget][]bruteRow
+	gains  map[gainTarget]*bruteGain
+}
+
+type bruteGain struct {
+	messages, newMessages uint64
+	reads                 uint64 // wraps, like the counts
+	prevAt                uint32
+}
+
+func newBruteAcc() *bruteAcc {
+	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay][]bruteRow{}, writes: map[gainTarget][]bruteRow{},
+		gains: map[gainTarget]*bruteGain{}}
+}
+
+// message takes one message's newest row at each of its snapshots in the
+// window, in time order, and prior, its newest row before the window.
+func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow) {
+	a.latest[k] = rows[len(rows)-1]
+	lastOfDay := map[uint32]bruteRow{}
+	prev, hasPrev := priors[k]
+	for _, r := range rows {
+		lastOfDay[chconn.DayOf(r.at)] = r
+		t := gainTarget{k.project, r.at}
+		a.writes[t] = append(a.writes[t], r)
+		g := a.gains[t]
+		if g == nil {
+			g = &bruteGain{}
+			a.gains[t] = g
+		}
+		g.messages++
+		g.reads += r.reads
+		if hasPrev {
+			g.reads -= prev.reads
+			g.prevAt = max(g.prevAt, prev.at)
+		} else {
+			g.newMessages++
+		}
+		prev, hasPrev = r, true
+	}
+	for d, r := range lastOfDay {
+		pd := chconn.ProjectDay{Project: k.project, Day: d}
+		a.days[pd] = append(a.days[pd], r)
+	}
+}
+
+// rows writes the views' rows of the group into out.
+func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, ticks map[string][]uint32, out map[string]viewRows) {
+	name := func(p int64) string { n := names.projects[p]; return n[0] + "\t" + n[1] }
+	for k, r := range a.latest {
+		out[schema.LatestView][fmt.Sprint(k.project, "\t", k.message)] = strings.Join([]string{name(k.project), names.subjects[k],
+			strconv.FormatUint(uint64(r.at), 10), strconv.FormatUint(r.reads, 10), strconv.FormatUint(r.total, 10),
+			strconv.FormatUint(math.Float64bits(r.percent), 10)}, "\t")
+	}
+	for pd, rs := range a.days {
+		var reads, total uint64
+		for _, r := range rs {
+			reads += r.reads
+			total += r.total
+		}
+		out[schema.DailyView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" +
+			joinNumbers(uint64(len(rs)), reads, total) + "\t" + rateText(reads, total)
+	}
+	for t, rs := range a.writes {
+		// The newest write: the rows of the highest version among the
+		// messages' newest rows.
+		top := slices.MaxFunc(rs, func(x, y bruteRow) int { return cmp.Compare(x.version, y.version) }).version
+		var n, reads, total uint64
+		for _, r := range rs {
+			if r.version == top {
+				n, reads, total = n+1, reads+r.reads, total+r.total
+			}
+		}
+		out[schema.SnapshotView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + joinNumbers(n, reads, total) + "\t" + rateText(reads, total)
+	}
+	type dayGain struct {
+		snapshots, newMessages, reads, missed uint64
+	}
+	days := map[chconn.ProjectDay]*dayGain{}
+	for t, g := range a.gains {
+		var missed uint64
+		if s := schedules[t]; s != "" && g.prevAt > 0 {
+			for _, tick := range ticks[s] {
+				if tick > g.prevAt && tick < t.at {
+					missed++
+				}
+			}
+		}
+		out[schema.GainsView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + strconv.FormatUint(uint64(g.prevAt), 10) + "\t" +
+			joinNumbers(g.messages, g.newMessages) + "\t" + strconv.FormatInt(int64(g.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
+		pd := chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}
+		d := days[pd]
+		if d == nil {
+			d = &dayGain{}
+			days[pd] = d
+		}
+		d.snapshots++
+		d.newMessages += g.newMessages
+		d.reads += g.reads
+		d.missed += missed
+	}
+	for pd, d := range days {
+		out[schema.DailyGainsView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
+			strconv.FormatInt(int64(d.reads), 10) + "\t" + strconv.FormatUint(d.missed, 10)
+	}
+}
+
+// rateText is a view's read rate, reads over total (0 when total is 0),
+// as Verify compares it: the bits of the Float64 ClickHouse computes the
+// same way.
+func rateText(reads, total uint64) string {
+	rate := 0.0
+	if total != 0 {
+		rate = float64(reads) / float64(total)
+	}
+	return strconv.FormatUint(math.Float64bits(rate), 10)
+}
+
+// dateText writes a day since the Unix epoch as ClickHouse writes a Date.
+func dateText(day uint32) string { return sink.Time(day * 86400).Time().Format("2006-01-02") }
+
+func joinNumbers(xs ...uint64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = strconv.FormatUint(x, 10)
+	}
+	return strings.Join(parts, "\t")
+}

@@ -1,0 +1,41 @@
+package derived
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
+)
+
+// The day rollup's rows are computed by package schema's DayRefresh, whose
+// comment says how a refresh's key lets refreshes land in any order; here
+// is when they run: after every write, for the days it wrote.
+
+// refreshDays recomputes the day rollup for days.
+func (h *History) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
+	if len(days) == 0 {
+		return nil
+	}
+	projects := map[int64]bool{}
+	for pd := range days {
+		projects[pd.Project] = true
+	}
+	pt, err := chconn.ProjectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	if err != nil {
+		return err
+	}
+	dt, err := chconn.DaysExt("days", days)
+	if err != nil {
+		return err
+	}
+	// The projects let the daily rollup's primary key narrow the read;
+	// the pairs make it exact.
+	where := "WHERE " + chconn.InExt("project_id", "day_projects") + " AND " + chconn.InExt("project_id, day", "days")
+	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), pt, dt), schema.DayRefresh(h.names, where)); err != nil {
+		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayRollup, err))
+	}
+	return nil
+}

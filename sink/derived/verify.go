@@ -1,0 +1,271 @@
+package derived
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
+)
+
+// Verify compares every view users query with its brute force over the
+// stored history (message_read_snapshots, sync_runs, projects, messages),
+// the operator's fsck of readsync's derived rows and the tests' judge.
+//
+// The brute force is written apart from the views and the refreshes, the
+// simplest way: one pass over the snapshot rows in the order of (project,
+// message, snapshot, version), computing in Go what each view defines
+// (brute.go). It never reads a rollup. A window restricts both sides to
+// snapshots from a day on; the messages' rows before it are read only for
+// each one's newest, the previous row of its first snapshot in the window.
+
+// A viewColumn is a column of a view as Verify compares it: its name, how
+// to read it as text that compares exactly (times as Unix seconds, floats
+// as their bits), and how to show that text to a reader.
+type viewColumn struct {
+	name string
+	kind columnKind
+}
+
+type columnKind int
+
+const (
+	kindNumber columnKind = iota
+	kindString
+	kindTime  // DateTime, compared as Unix seconds
+	kindDate  // Date, as YYYY-MM-DD
+	kindFloat // Float64, compared as its bits
+	kindNullTime
+)
+
+// sql is the expression that reads the column as text.
+func (c viewColumn) sql() string {
+	switch c.kind {
+	case kindTime:
+		return "toString(toUInt32(" + c.name + "))"
+	case kindFloat:
+		// 18.16 reinterprets a Float64 as bytes only.
+		return "toString(reinterpretAsUInt64(reinterpretAsString(" + c.name + ")))"
+	case kindNullTime:
+		return "toString(ifNull(toUInt32(" + c.name + "), 0))"
+	}
+	return "toString(" + c.name + ")"
+}
+
+// show turns the text of a value of the column into what a reader reads.
+func (c viewColumn) show(v string) string {
+	switch c.kind {
+	case kindTime, kindNullTime:
+		if t, err := strconv.ParseUint(v, 10, 32); err == nil {
+			if t == 0 && c.kind == kindNullTime {
+				return "NULL"
+			}
+			return sink.Time(t).String()
+		}
+	case kindFloat:
+		if b, err := strconv.ParseUint(v, 10, 64); err == nil {
+			return strconv.FormatFloat(math.Float64frombits(b), 'g', -1, 64)
+		}
+	case kindString:
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// viewShape is a view as Verify compares it: the columns that key its
+// rows, the others, and the column that places a row in the window.
+type viewShape struct {
+	name   string
+	key    []viewColumn
+	values []viewColumn
+	// since is the column compared with the window's start.
+	since viewColumn
+}
+
+var (
+	colProject  = viewColumn{"project_id", kindNumber}
+	colNFT      = viewColumn{"nft", kindString}
+	colName     = viewColumn{"project_name", kindString}
+	colSnapshot = viewColumn{"snapshot_at", kindTime}
+	colDay      = viewColumn{"day", kindDate}
+)
+
+// viewShapes are the views Verify checks, in the order of Views.
+var viewShapes = []viewShape{
+	{name: schema.LatestView, key: []viewColumn{colProject, {"message_id", kindNumber}},
+		values: []viewColumn{colNFT, colName, {"subject", kindString}, colSnapshot, {"read_count", kindNumber}, {"total", kindNumber}, {"percent", kindFloat}},
+		since:  colSnapshot},
+	{name: schema.DailyView, key: []viewColumn{colProject, colDay},
+		values: []viewColumn{colNFT, colName, {"messages", kindNumber}, {"reads", kindNumber}, {"total", kindNumber}, {"read_rate", kindFloat}},
+		since:  colDay},
+	{name: schema.SnapshotView, key: []viewColumn{colProject, colSnapshot},
+		values: []viewColumn{colNFT, colName, {"messages", kindNumber}, {"reads", kindNumber}, {"total", kindNumber}, {"read_rate", kindFloat}},
+		since:  colSnapshot},
+	{name: schema.GainsView, key: []viewColumn{colProject, colSnapshot},
+		values: []viewColumn{colNFT, colName, {"prev_snapshot_at", kindNullTime}, {"messages", kindNumber}, {"new_messages", kindNumber},
+			{"reads_gained", kindNumber}, {"missed_ticks", kindNumber}},
+		since: colSnapshot},
+	{name: schema.DailyGainsView, key: []viewColumn{colProject, colDay},
+		values: []viewColumn{colNFT, colName, {"snapshots", kindNumber}, {"new_messages", kindNumber}, {"reads_gained", kindNumber},
+			{"missed_ticks", kindNumber}},
+		since: colDay},
+	{name: schema.CoverageView, key: []viewColumn{{"schedule", kindString}, colDay},
+		values: []viewColumn{{"ticks_due", kindNumber}, {"ticks_run", kindNumber}, {"ticks_ok", kindNumber}, {"ticks_skipped", kindNumber},
+			{"ticks_missed", kindNumber}},
+		since: colDay},
+}
+
+// viewRows are a view's rows (or their brute force) in a window: the
+// values' texts by the key's, each joined with a tab.
+type viewRows map[string]string
+
+// ViewDiff is how one view differs from its brute force.
+type ViewDiff struct {
+	View string
+	// Rows is how many rows the brute force has in the window.
+	Rows int
+	// Missing are the keys of rows the view lacks; Extra those of rows it
+	// has and the brute force does not; Wrong those of rows whose values
+	// differ.
+	Missing, Extra, Wrong []RowDiff
+	// Projects are the projects of the rows that differ.
+	Projects []int64
+}
+
+// RowDiff is one row that differs: its key and, as text for a reader,
+// what the view holds and what the brute force says.
+type RowDiff struct {
+	Key       string
+	Got, Want string
+}
+
+// Differs reports whether the view differs from its brute force.
+func (d ViewDiff) Differs() bool { return len(d.Missing)+len(d.Extra)+len(d.Wrong) > 0 }
+
+// VerifyReport is what Verify found.
+type VerifyReport struct {
+	// Since is the start of the window: the UTC day from which snapshots
+	// and days were compared.
+	Since time.Time
+	Views []ViewDiff
+}
+
+// Clean reports whether every view equals its brute force.
+func (r VerifyReport) Clean() bool {
+	for _, v := range r.Views {
+		if v.Differs() {
+			return false
+		}
+	}
+	return true
+}
+
+// Verify compares every view with its brute force for the snapshots and
+// days from the UTC day of since on (the whole history for the zero
+// time). It changes nothing; the schema must be current.
+func (h *History) Verify(ctx context.Context, since time.Time) (VerifyReport, error) {
+	from := chconn.DayStart(uint32(sink.TimeOf(since)))
+	rep := VerifyReport{Since: sink.Time(from).Time()}
+	brute, err := h.bruteForce(ctx, from)
+	if err != nil {
+		return rep, h.conn.Redact(fmt.Errorf("verify: brute force: %w", err))
+	}
+	for _, shape := range viewShapes {
+		got, err := h.readView(ctx, shape, from)
+		if err != nil {
+			return rep, h.conn.Redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
+		}
+		rep.Views = append(rep.Views, compareRows(shape, got, brute[shape.name]))
+	}
+	return rep, nil
+}
+
+// readView reads the view's rows in the window.
+func (h *History) readView(ctx context.Context, shape viewShape, from uint32) (viewRows, error) {
+	var cols []string
+	for _, col := range shape.key {
+		cols = append(cols, col.sql())
+	}
+	keys := len(cols)
+	for _, col := range shape.values {
+		cols = append(cols, col.sql())
+	}
+	bound := chconn.DateTime(from)
+	if shape.since.kind == kindDate {
+		bound = chconn.QuoteDate(sink.Time(from).Time())
+	}
+	// 18.16 pushes the window into the view only with this setting.
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= %s SETTINGS enable_optimize_predicate_expression = 1",
+		strings.Join(cols, ", "), h.names.Table(shape.name), shape.since.name, bound)
+	out := viewRows{}
+	vals := make([]string, len(cols))
+	ptrs := make([]any, len(cols))
+	for i := range vals {
+		ptrs[i] = &vals[i]
+	}
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		if err := rows.Scan(ptrs...); err != nil {
+			return err
+		}
+		out[strings.Join(vals[:keys], "\t")] = strings.Join(vals[keys:], "\t")
+		return nil
+	})
+	return out, err
+}
+
+// compareRows says how got, a view's rows, differs from want, its brute
+// force.
+func compareRows(shape viewShape, got, want viewRows) ViewDiff {
+	d := ViewDiff{View: shape.name, Rows: len(want)}
+	projects := map[int64]bool{}
+	note := func(key string) {
+		if shape.key[0] == colProject {
+			p, _, _ := strings.Cut(key, "\t")
+			if id, err := strconv.ParseInt(p, 10, 64); err == nil {
+				projects[id] = true
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			d.Missing = append(d.Missing, RowDiff{Key: shape.showKey(k), Want: shape.showValues(want[k])})
+			note(k)
+		case g != want[k]:
+			d.Wrong = append(d.Wrong, RowDiff{Key: shape.showKey(k), Got: shape.showValues(g), Want: shape.showValues(want[k])})
+			note(k)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			d.Extra = append(d.Extra, RowDiff{Key: shape.showKey(k), Got: shape.showValues(got[k])})
+			note(k)
+		}
+	}
+	d.Projects = slices.Sorted(maps.Keys(projects))
+	return d
+}
+
+func (s viewShape) showKey(k string) string { return showColumns(s.key, k) }
+
+func (s viewShape) showValues(v string) string { return showColumns(s.values, v) }
+
+func showColumns(cols []viewColumn, text string) string {
+	parts := strings.Split(text, "\t")
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		if i < len(cols) {
+			out[i] = cols[i].name + "=" + cols[i].show(p)
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,58 @@
+package schema
+
+import (
+	"fmt"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// The day rollup holds one row per project and UTC day once merged: the
+// values project_read_daily shows, computed from the daily rollup by a
+// refresh after every write. A materialized view cannot keep it: a
+// day's value depends on rows written before the INSERT it sees.
+//
+// Each refresh stores its values with a key that grows with the rows the
+// refresh saw, and the view keeps the values of the highest key, so
+// refreshes may land in any order. For the set of messages of the day and
+// each one's last (snapshot_at, version) of the day, more rows can only add
+// messages or move a message's last snapshot later, so the key is the tuple
+// (messages, Σ snapshot_at, Σ version / 2^32, Σ version mod 2^32): if a
+// later refresh saw more, the first component that differs is larger; if it
+// saw the same last snapshots, its values are the same. Each sum is padded
+// to 20 digits so that the key compares as a String.
+var dayRollupTable = tableDef{name: DayRollup, columns: []columnDef{
+	{"project_id", "Int64"}, {"day", "Date"}, {"day_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, UInt64), String)"},
+}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day)")}
+
+// DayRefresh returns the INSERT that computes the day rollup's rows from
+// the daily rollup for the (project, day) pairs that where selects.
+func DayRefresh(n chconn.Names, where string) string {
+	d := ddl{n}
+	return fmt.Sprintf(dayRefreshSQL, d.Table(DayRollup), d.Table(DailyRollup), where,
+		RowUInt64("message_row", RowReadCount), RowUInt64("message_row", RowTotal),
+		RowUInt64("message_row", RowSnapshotAt), RowUInt64("message_row", RowVersion))
+}
+
+const dayRefreshSQL = `INSERT INTO %[1]s (project_id, day, day_state)
+SELECT project_id, day, argMaxState(day_values, refresh_key)
+FROM
+(
+    SELECT
+        project_id,
+        day,
+        (count(), sum(%[4]s), sum(%[5]s)) AS day_values,
+        concat(
+            toString(count() + 10000000000000000000),
+            toString(sum(%[6]s) + 10000000000000000000),
+            toString(sum(intDiv(%[7]s, 4294967296)) + 10000000000000000000),
+            toString(sum(%[7]s %% 4294967296) + 10000000000000000000)) AS refresh_key
+    FROM
+    (
+        SELECT project_id, day, message_id, maxMerge(day_row) AS message_row
+        FROM %[2]s
+        %[3]s
+        GROUP BY project_id, day, message_id
+    )
+    GROUP BY project_id, day
+)
+GROUP BY project_id, day`

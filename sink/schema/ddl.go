@@ -1,0 +1,58 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// ddl writes the DDL of readsync's schema for one database and topology,
+// naming the tables as chconn.Names does. Migrations build their
+// statements with it, so that each is written once for both topologies,
+// and none needs a server to render.
+type ddl struct{ chconn.Names }
+
+// createDatabase creates the database on every host.
+func (d ddl) createDatabase() string {
+	return "CREATE DATABASE IF NOT EXISTS " + d.QuotedDatabase() + d.OnCluster()
+}
+
+// createTable returns the statements that create t: the table itself on a
+// single server; in cluster mode, the replicated local table on every host
+// and the Distributed table over it, sharded by t's shardBy.
+func (d ddl) createTable(t tableDef) []string {
+	cols := make([]string, len(t.columns))
+	for i, c := range t.columns {
+		cols[i] = "    " + c.name + " " + c.typ
+	}
+	body := "(\n" + strings.Join(cols, ",\n") + "\n)"
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s%s %s ENGINE = %s", d.Local(t.name), d.OnCluster(), body, d.Engine(t.layout.engine.name, t.layout.engine.args))
+	if t.layout.partitionBy != "" {
+		fmt.Fprintf(&b, "\nPARTITION BY %s", t.layout.partitionBy)
+	}
+	fmt.Fprintf(&b, "\nORDER BY %s", t.layout.orderBy)
+	stmts := []string{b.String()}
+	if d.Clustered() {
+		stmts = append(stmts, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s %s ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",
+			d.Table(t.name), d.OnCluster(), body, chconn.QuoteIdent(d.Topology().Cluster), d.QuotedDatabase(), chconn.QuoteIdent(d.LocalName(t.name)), t.layout.shardBy))
+	}
+	return stmts
+}
+
+// createView creates a view on every host; its query reads the
+// user-facing (in cluster mode, Distributed) tables.
+func (d ddl) createView(name, query string) string {
+	return fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s%s AS\n%s", d.Table(name), d.OnCluster(), query)
+}
+
+// replaceView drops the view v, if it exists, and creates it again: the
+// way to change a view's query that both tested servers have (18.16 has no
+// CREATE OR REPLACE VIEW). Readers see no view for the moment between.
+func (d ddl) replaceView(v view) []string {
+	return []string{
+		"DROP TABLE IF EXISTS " + d.Table(v.name) + d.OnCluster(),
+		fmt.Sprintf("CREATE VIEW %s%s AS\n%s", d.Table(v.name), d.OnCluster(), v.query),
+	}
+}

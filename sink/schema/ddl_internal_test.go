@@ -1,0 +1,18 @@
+package schema
+
+import (
+	"testing"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// Names from configuration are quoted so that no character ends the
+// quotes: a backtick or a backslash in a cluster's name stays part of the
+// name.
+func TestQuoteIdent(t *testing.T) {
+	d := ddl{chconn.NewNames("d", chconn.Topology{Cluster: "c`; DROP TABLE x; --\\"})}
+	want := "CREATE DATABASE IF NOT EXISTS `d` ON CLUSTER `c\\`; DROP TABLE x; --\\\\`"
+	if got := d.createDatabase(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

@@ -1,0 +1,183 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// migrateRollups is the migration that makes the views read the rollups.
+// It creates each rollup and its materialized view, folds the existing
+// history into them a partition at a time, and only then replaces the
+// views, so the old views answer until the fold is done.
+//
+// Like every step it may run again after a crash, or beside itself in
+// another process: everything is created IF NOT EXISTS, and folding a
+// partition again changes nothing in the rollups that keep a maximum. The
+// summing rollup would count a partition twice, so each partition folded
+// into it is marked in foldsTable and not folded again. (Two processes
+// folding the same partition at the same moment would both sum it: the
+// README says to run the upgrade once.)
+//
+// In cluster mode each rollup is a replicated <rollup>_local on every host
+// with a Distributed table over it, sharded by project like the snapshots;
+// each host's materialized view reads its own message_read_snapshots_local
+// and writes its own rollup's local table, whose replication brings the
+// rows to the shard's other replicas. The fold reads and writes through
+// the Distributed tables.
+func migrateRollups(ctx context.Context, m *migrator) error {
+	d := m.ddl
+	for _, q := range rollupTablesDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	// The materialized views take the rows written from their creation
+	// on, the fold the older ones; the summing rollup would count a row
+	// that both took twice, so its fold stops at the versions written
+	// before its view existed: the cutoff, taken before the views are
+	// created and kept for a later run of this step.
+	cutoff, err := foldCutoff(ctx, m)
+	if err != nil {
+		return err
+	}
+	for _, q := range rollupViewsFillDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	folded, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT DISTINCT partition FROM "+d.Table(foldsTable.name)+" WHERE partition != ''")
+	if err != nil {
+		return fmt.Errorf("read %s: %w", foldsTable.name, err)
+	}
+
+	partitions, err := m.partitions(ctx, "message_read_snapshots")
+	if err != nil {
+		return err
+	}
+	if len(partitions) > 0 {
+		m.log.Info("folding snapshot history into the rollups", "partitions", len(partitions))
+	}
+	rollups := rollupTables()
+	for i, p := range partitions {
+		if err := m.held(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		for _, r := range rollups {
+			where := "WHERE toYYYYMM(snapshot_at) = " + p
+			if r.name == SnapshotRollup {
+				if slices.Contains(folded, p) {
+					continue
+				}
+				where += fmt.Sprintf(" AND version < %d", cutoff)
+			}
+			if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(r.name), r.selectFrom(d.Table("message_read_snapshots"), where))); err != nil {
+				return fmt.Errorf("fold partition %s into %s: %w", p, r.name, err)
+			}
+		}
+		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT %s, %d", d.Table(foldsTable.name), chconn.QuoteString(p), cutoff)); err != nil {
+			return fmt.Errorf("mark partition %s folded: %w", p, err)
+		}
+		m.log.Info("folded snapshot partition", "partition", p, "done", i+1, "of", len(partitions),
+			"duration_ms", time.Since(start).Milliseconds())
+	}
+	// The day rollup last, from the daily rollup, which now holds every
+	// row.
+	if err := foldDays(ctx, m); err != nil {
+		return err
+	}
+	// A view another process replaced already is replaced again, with
+	// the same definition.
+	for _, q := range rollupViewsDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollupTablesDDL creates the tables of migration 2: the rollups and the
+// record of the fold.
+func rollupTablesDDL(d ddl) []string {
+	rollups := rollupTables()
+	var stmts []string
+	for _, t := range []tableDef{rollups[0].tableDef, rollups[1].tableDef, rollups[2].tableDef, dayRollupTable, foldsTable} {
+		stmts = append(stmts, d.createTable(t)...)
+	}
+	return stmts
+}
+
+// rollupViewsFillDDL creates the materialized views that fill the rollups
+// from every INSERT into message_read_snapshots.
+func rollupViewsFillDDL(d ddl) []string {
+	var stmts []string
+	for _, r := range rollupTables() {
+		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+			d.Table(r.name+"_mv"), d.OnCluster(), d.Local(r.name), r.selectFrom(d.Local("message_read_snapshots"), "")))
+	}
+	return stmts
+}
+
+// rollupViewsDDL writes the views over the rollups (views_rollups.go)
+// again, as migrations 2 and 3 do.
+func rollupViewsDDL(d ddl) []string {
+	var stmts []string
+	for _, v := range rollupViews(d) {
+		stmts = append(stmts, d.replaceView(v)...)
+	}
+	return stmts
+}
+
+// foldsTable records the partitions of message_read_snapshots folded into
+// the summing rollup, which must not fold one twice, and in a row with an
+// empty partition the fold's cutoff version.
+var foldsTable = tableDef{name: "project_read_snapshot_rollup_folds", columns: []columnDef{{"partition", "String"}, {"cutoff", "UInt64"}},
+	layout: layout{engine: engine{name: "ReplacingMergeTree"}, orderBy: "partition", shardBy: "partition"}}
+
+// foldCutoff returns the version below which the fold sums snapshot rows
+// into the summing rollup: now, in nanoseconds like readsync's versions,
+// when the rollup's materialized view does not exist yet; otherwise the
+// cutoff an earlier run took before it created the view.
+func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
+	n, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.Database(), SnapshotRollup+"_mv")
+	if err != nil {
+		return 0, fmt.Errorf("look for %s_mv: %w", SnapshotRollup, err)
+	}
+	if n[0] > 0 {
+		c, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT max(cutoff) FROM "+m.ddl.Table(foldsTable.name)+" WHERE partition = ''")
+		if err != nil {
+			return 0, fmt.Errorf("read the fold's cutoff: %w", err)
+		}
+		return c[0], nil
+	}
+	cutoff := uint64(time.Now().UnixNano())
+	if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT '', %d", m.ddl.Table(foldsTable.name), cutoff)); err != nil {
+		return 0, fmt.Errorf("record the fold's cutoff: %w", err)
+	}
+	return cutoff, nil
+}
+
+// foldDays computes every project day of the day rollup from the daily
+// rollup, a month at a time, which bounds the GROUP BY's memory by a
+// month's messages × days.
+func foldDays(ctx context.Context, m *migrator) error {
+	months, err := m.partitions(ctx, DailyRollup)
+	if err != nil {
+		return err
+	}
+	for i, month := range months {
+		if err := m.held(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := m.exec(ctx, DayRefresh(m.ddl.Names, "WHERE toYYYYMM(day) = "+month)); err != nil {
+			return fmt.Errorf("fold month %s into %s: %w", month, DayRollup, err)
+		}
+		m.log.Info("folded project days", "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Package schema is readsync's schema in ClickHouse: the declarations of
+// its tables, their DDL and the views' SQL, rendered for a database and
+// topology without a server, and the migrations that bring a database to
+// it, one process at a time. TryMigrations and CheckViews hold a server to
+// it. It computes no derived rows: migration 7's fold of reads gained is
+// passed in (GainsFolder).
+package schema
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// dedupWindow is how many of a table's latest INSERTs a server that
+// supports deduplication tokens remembers (the MergeTree setting
+// non_replicated_deduplication_window, set by migration 4). An INSERT
+// repeated within that many INSERTs into the same table adds nothing. At
+// one INSERT per table per batch, 1000 covers weeks of hourly passes: far
+// longer than a spool waits for a server that took an INSERT but whose
+// answer was lost.
+const dedupWindow = 1000
+
+// migrations is the schema's history, oldest first: every database goes
+// through these steps in order, each once (see migration for the rules a
+// step follows). Append new steps; never change or remove one that has
+// shipped, since databases have recorded it.
+//
+// The DDL uses only what ClickHouse 18.16 and current releases share: no
+// DateTime64, Bool, LowCardinality, TTL or window functions, and the JOIN
+// form of views.go. The tests run every step on both, and check every
+// statement readsync sends for shapes one of them refuses (RefusedBy, in
+// dialect.go).
+func migrations() []migration {
+	return []migration{
+		// The schema of the first release, as it created it; a database
+		// that release wrote is adopted by running this step, whose
+		// statements all find their objects there already.
+		{id: 1, name: "create tables and views", sql: func(d ddl) []string {
+			stmts := []string{d.createDatabase()}
+			for _, t := range []tableDef{ProjectsTable.def(), MessagesTable.def(), SnapshotsTable.def(), RunsTable.def()} {
+				stmts = append(stmts, d.createTable(t)...)
+			}
+			return append(stmts, d.createView(LatestView, messageReadLatestV1(d)), d.createView(DailyView, projectReadDailyV1(d)))
+		}},
+		// Rollups for the views, so that a dashboard query costs what it
+		// shows rather than the passes stored; see rollups.go.
+		{id: 2, name: "dashboard rollups", run: migrateRollups, creates: func(d ddl) []string {
+			return append(append(rollupTablesDDL(d), rollupViewsFillDDL(d)...), rollupViewsDDL(d)...)
+		}},
+		// Releases before this one wrote the views' JOINs without aliases,
+		// which current ClickHouse refuses (joined_subquery_requires_alias):
+		// a database they set up on 18.16 broke when its server was
+		// upgraded. Writing the views again in the form both accept mends
+		// such a database; on one created since, it changes nothing.
+		{id: 3, name: "views in the form current releases accept", sql: rollupViewsDDL},
+		// Exactly once where the server can: every INSERT carries a token
+		// derived from its rows (chconn's dedup.go), and a table remembers
+		// the tokens of its last dedupWindow INSERTs, so that a spool entry
+		// replayed after its first attempt reached the server adds nothing.
+		// The rollups that materialized views fill need the window too:
+		// current servers check each view's block in its own target
+		// (deduplicate_blocks_in_dependent_materialized_views), by a token
+		// derived from the INSERT's. Replicated tables remember their INSERTs
+		// already; the others need the window, which 18.16 lacks: there the
+		// step waits for the server's upgrade.
+		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: chconn.Server.DedupTokens, sql: func(d ddl) []string {
+			if d.Clustered() {
+				return nil
+			}
+			var stmts []string
+			for _, t := range []string{ProjectsTable.name, MessagesTable.name, SnapshotsTable.name, RunsTable.name, LatestRollup, DailyRollup, SnapshotRollup} {
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", d.Table(t), chconn.SettingDedupWindow, dedupWindow))
+			}
+			return stmts
+		}},
+		// Every tick accounted for: sync_runs also records the ticks
+		// that did not run (skipped, missed) and the shard of each, and
+		// schedule_coverage counts them per schedule and day.
+		{id: 5, name: "schedule coverage", creates: coverageViewDDL, run: func(ctx context.Context, m *migrator) error {
+			if err := m.addColumn(ctx, RunsTable.name, "shard", "String", "error"); err != nil {
+				return err
+			}
+			for _, q := range coverageViewDDL(m.ddl) {
+				if err := m.exec(ctx, q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		// Reads gained per project and snapshot, and per day, computed
+		// as readsync writes (package derived's gains.go); the history
+		// written before is folded in by migration 7.
+		{id: 6, name: "reads gained", run: migrateGains, creates: func(d ddl) []string {
+			return append(gainsTablesDDL(d), gainsViewsDDL(d)...)
+		}},
+		// Derived rows that can be checked and mended: the schedule
+		// stored with the rows, the newest write in the gains rollup,
+		// the change logs that reconciles read (migrateDerived).
+		{id: 7, name: "derived history that repairs itself", run: migrateDerived, creates: func(d ddl) []string {
+			return append(derivedTablesDDL(d), snapshotsViewDDL(d)...)
+		}},
+	}
+}

@@ -1,0 +1,111 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// The rollups the dashboard views read instead of aggregating the whole
+// snapshot history at every query. Materialized views fill them from every
+// INSERT into message_read_snapshots; the fold in migrateRollups fills them
+// from the history written before they existed.
+const (
+	LatestRollup   = "message_read_latest_rollup"
+	DailyRollup    = "message_read_daily_rollup"
+	SnapshotRollup = "project_read_snapshot_rollup"
+	DayRollup      = "project_read_day_rollup"
+)
+
+// rollupTable is a rollup: its table, and the SELECT over the snapshot
+// history that fills it, used by its materialized view for new rows and by
+// the fold for old ones. Columns are named apart from the snapshot
+// columns: 18.16 substitutes an alias wherever its name appears in the
+// same SELECT, so max(…) AS latest would be cyclic next to a column latest.
+type rollupTable struct {
+	tableDef
+	// fill selects from {from}, the snapshot table, with {where} a WHERE
+	// clause (empty, or restricting the rows).
+	fill string
+}
+
+// selectFrom returns the rollup's fill from the table from, restricted by
+// the WHERE clause where.
+func (r rollupTable) selectFrom(from, where string) string {
+	return strings.NewReplacer("{from}", from, "{where}", where).Replace(r.fill)
+}
+
+// rollupLayout stores a rollup like the snapshot table it derives from:
+// in cluster mode, replicated, and sharded by project so that a project's
+// rollup rows sit on the shard of its snapshots.
+func rollupLayout(e engine, partitionBy, orderBy string) layout {
+	return layout{engine: e, partitionBy: partitionBy, orderBy: orderBy, shardBy: "project_id"}
+}
+
+func rollupTables() []rollupTable {
+	return []rollupTable{
+		{
+			// One row per message: its latest snapshot.
+			tableDef: tableDef{name: LatestRollup, columns: []columnDef{
+				{"project_id", "Int64"}, {"message_id", "Int64"}, {"latest_row", "AggregateFunction(max, String)"},
+			}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "", "(project_id, message_id)")},
+			fill: `SELECT project_id, message_id, maxState(` + SnapshotRow + `) AS latest_row
+FROM {from} {where}
+GROUP BY project_id, message_id`,
+		},
+		{
+			// One row per message and UTC day: its last snapshot of the day.
+			tableDef: tableDef{name: DailyRollup, columns: []columnDef{
+				{"project_id", "Int64"}, {"day", "Date"}, {"message_id", "Int64"}, {"day_row", "AggregateFunction(max, String)"},
+			}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day, message_id)")},
+			fill: `SELECT project_id, toDate(snapshot_at, 'UTC') AS day, message_id, maxState(` + SnapshotRow + `) AS day_row
+FROM {from} {where}
+GROUP BY project_id, day, message_id`,
+		},
+		{
+			// One row per write of a project at a snapshot: readsync gives
+			// every write of a project its own version, so summing the
+			// rows of one (project, snapshot, version) sums one write.
+			tableDef: tableDef{name: SnapshotRollup, columns: []columnDef{
+				{"project_id", "Int64"}, {"snapshot_at", "DateTime"}, {"version", "UInt64"},
+				{"write_messages", "UInt64"}, {"write_reads", "UInt64"}, {"write_total", "UInt64"},
+			}, layout: rollupLayout(engine{name: "SummingMergeTree"}, "toYYYYMM(snapshot_at)", "(project_id, snapshot_at, version)")},
+			fill: `SELECT
+    project_id,
+    snapshot_at,
+    version,
+    count() AS write_messages,
+    sum(read_count) AS write_reads,
+    sum(total) AS write_total
+FROM {from} {where}
+GROUP BY project_id, snapshot_at, version`,
+		},
+	}
+}
+
+// Refill is the INSERT that fills a rollup a materialized view keeps, from
+// the snapshot rows a WHERE clause selects: what rebuilds a rollup's rows
+// of some projects.
+type Refill struct {
+	// Rollup is the rollup's name.
+	Rollup string
+	// Insert is the statement.
+	Insert string
+}
+
+// Refills returns the Refill of each rollup a materialized view keeps,
+// for the snapshot rows where selects, in the order of their views.
+func Refills(n chconn.Names, where string) []Refill {
+	d := ddl{n}
+	var out []Refill
+	for _, r := range append(rollupTables(), firstRollupTable) {
+		from := d.Table(SnapshotsTable.name)
+		if r.name == SnapshotRollup {
+			// It sums the rows of each write: each row once.
+			from += " FINAL"
+		}
+		out = append(out, Refill{Rollup: r.name, Insert: fmt.Sprintf("INSERT INTO %s %s", d.Table(r.name), r.selectFrom(from, where))})
+	}
+	return out
+}

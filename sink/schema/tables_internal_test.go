@@ -1,0 +1,111 @@
+package schema
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// jsonNames returns the JSON names of a row struct's fields, in field
+// order.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
+func columnNames[R any](t *table[R]) []string {
+	var names []string
+	for _, c := range t.columns {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// The spool and the dry-run output write rows by their structs' JSON tags,
+// ClickHouse by the table descriptions: each column must be one field of
+// the same name, and each field one column. Snapshot's fields are ordered
+// to pack the struct, not as the columns; JSON is read by name, so only
+// the names must agree. A batch column is a field of the batch, which the
+// spool keeps with the rows.
+func TestTablesMatchRowJSON(t *testing.T) {
+	for _, tt := range []struct {
+		table   string
+		columns []string
+		row     reflect.Type
+	}{
+		{ProjectsTable.name, columnNames(ProjectsTable), reflect.TypeFor[sink.Project]()},
+		{MessagesTable.name, columnNames(MessagesTable), reflect.TypeFor[sink.Message]()},
+		{SnapshotsTable.name, columnNames(SnapshotsTable), reflect.TypeFor[sink.Snapshot]()},
+		{RunsTable.name, columnNames(RunsTable), reflect.TypeFor[sink.Run]()},
+	} {
+		t.Run(tt.table, func(t *testing.T) {
+			fields := jsonNames(tt.row)
+			if got, want := slices.Sorted(slices.Values(tt.columns)), slices.Sorted(slices.Values(fields)); !slices.Equal(got, want) {
+				t.Errorf("columns %q\nbut %s has JSON fields %q", tt.columns, tt.row.Name(), fields)
+			}
+			if len(slices.Compact(slices.Sorted(slices.Values(tt.columns)))) != len(tt.columns) {
+				t.Errorf("a column is declared twice: %q", tt.columns)
+			}
+		})
+	}
+	batchFields := map[string]bool{}
+	for i := range reflect.TypeFor[sink.Batch]().NumField() {
+		batchFields[reflect.TypeFor[sink.Batch]().Field(i).Name] = true
+	}
+	for _, c := range SnapshotsTable.batchColumns {
+		if name := strings.ToUpper(c.name[:1]) + c.name[1:]; !batchFields[name] {
+			t.Errorf("batch column %s: Batch has no field %s to keep it in the spool", c.name, name)
+		}
+	}
+}
+
+// The single-server DDL is the previous release's, column for column, with
+// the columns added since at the end, and cluster mode differs only in
+// where the rows live.
+func TestCreateTableStatements(t *testing.T) {
+	single := ddl{chconn.NewNames("d", chconn.Topology{})}
+	got := single.createTable(SnapshotsTable.def())
+	want := "CREATE TABLE IF NOT EXISTS `d`.`message_read_snapshots` (\n    project_id Int64,\n    message_id Int64,\n    snapshot_at DateTime,\n" +
+		"    read_count UInt64,\n    total UInt64,\n    percent Float64,\n    fetched_at DateTime,\n    version UInt64,\n    schedule String\n) ENGINE = ReplacingMergeTree(version)\n" +
+		"PARTITION BY toYYYYMM(snapshot_at)\nORDER BY (project_id, message_id, snapshot_at)"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("single server:\n%s\nwant\n%s", strings.Join(got, "\n;\n"), want)
+	}
+	cluster := ddl{chconn.NewNames("d", chconn.Topology{Cluster: "c"})}
+	got = cluster.createTable(RunsTable.def())
+	if len(got) != 2 {
+		t.Fatalf("cluster mode: %d statements, want the local table and the Distributed one", len(got))
+	}
+	for i, want := range []string{
+		"CREATE TABLE IF NOT EXISTS `d`.`sync_runs_local` ON CLUSTER `c` (",
+		"CREATE TABLE IF NOT EXISTS `d`.`sync_runs` ON CLUSTER `c` (",
+	} {
+		if !strings.HasPrefix(got[i], want) {
+			t.Errorf("statement %d:\n%s\nwant it to start with %s", i, got[i], want)
+		}
+	}
+	for i, want := range []string{
+		"ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')\nPARTITION BY",
+		"ENGINE = Distributed(`c`, `d`, `sync_runs_local`, cityHash64(run_id))",
+	} {
+		if !strings.Contains(got[i], want) {
+			t.Errorf("statement %d:\n%s\nwant %s", i, got[i], want)
+		}
+	}
+	got = ddl{chconn.NewNames("d", chconn.Topology{Cluster: "c", ReplicaPath: "/p/{table}"})}.createTable(ProjectsTable.def())
+	if want := "ENGINE = ReplicatedReplacingMergeTree('/p/{table}', '{replica}', version)"; !strings.Contains(got[0], want) {
+		t.Errorf("%s\nwant %s", got[0], want)
+	}
+	if want := fmt.Sprintf("cityHash64(%s)", "id"); !strings.Contains(got[1], want) {
+		t.Errorf("%s\nwant sharding by %s", got[1], want)
+	}
+}
