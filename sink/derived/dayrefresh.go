@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/schema"
 )
@@ -20,8 +21,10 @@ func (h *History) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bo
 		return nil
 	}
 	projects := map[int64]bool{}
+	lo, hi := ^uint32(0), uint32(0)
 	for pd := range days {
 		projects[pd.Project] = true
+		lo, hi = min(lo, pd.Day), max(hi, pd.Day)
 	}
 	pt, err := chconn.ProjectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
 	if err != nil {
@@ -31,9 +34,11 @@ func (h *History) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bo
 	if err != nil {
 		return err
 	}
-	// The projects let the daily rollup's primary key narrow the read;
-	// the pairs make it exact.
-	where := "WHERE " + chconn.InExt("project_id", "day_projects") + " AND " + chconn.InExt("project_id, day", "days")
+	// The projects and the span of days let the daily rollup's primary
+	// key (project, day) and its partitions narrow the read; the pairs
+	// make it exact.
+	where := fmt.Sprintf("WHERE %s AND day >= %s AND day <= %s AND %s", chconn.InExt("project_id", "day_projects"),
+		chconn.QuoteDate(sink.Time(lo*86400).Time()), chconn.QuoteDate(sink.Time(hi*86400).Time()), chconn.InExt("project_id, day", "days"))
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), pt, dt), schema.DayRefresh(h.names, where)); err != nil {
 		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayRollup, err))
 	}

@@ -1,6 +1,7 @@
 package derived
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -258,21 +259,12 @@ func (h *History) computeGains(ctx context.Context, targets chconn.SnapshotSet) 
 		spans[d] = window{min(w.from, ats[0]), max(w.to, ats[len(ats)-1])}
 	}
 	scan := newGainScan(targets, false)
-	for _, d := range slices.SortedFunc(maps.Keys(groups), func(a, b days) int { return cmpPair(a.from, a.to, b.from, b.to) }) {
+	for _, d := range slices.SortedFunc(maps.Keys(groups), func(a, b days) int { return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to)) }) {
 		if err := h.scanWindow(ctx, scan, groups[d], spans[d].from, spans[d].to); err != nil {
 			return nil, err
 		}
 	}
-	return h.gainRows(ctx, scan.sums)
-}
-
-func cmpPair(a1, a2, b1, b2 uint32) int {
-	switch {
-	case a1 != b1:
-		return int(int64(a1) - int64(b1))
-	default:
-		return int(int64(a2) - int64(b2))
-	}
+	return h.gainRows(ctx, scan.sums, scan.writes)
 }
 
 // scanWindow feeds scan the rows of projects from from to to, each
@@ -318,7 +310,7 @@ func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int
 			waiting = append(waiting, r)
 			return
 		}
-		scan.row(r.key, r.row)
+		scan.take(r)
 	})
 	if err != nil {
 		return err
@@ -328,7 +320,7 @@ func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int
 		return err
 	}
 	for _, r := range waiting {
-		scan.row(r.key, r.row)
+		scan.take(r)
 	}
 	scan.finish()
 	return nil
@@ -379,6 +371,9 @@ const previousSnapshotSpan = 7 * 86400
 type scannedRow struct {
 	key msgKey
 	row snapRow
+	// schedule is the row's, which the newest write at its snapshot
+	// stands for (see gainschedules.go).
+	schedule string
 }
 
 // readSnapshots calls each for every row of projects with snapshot_at in
@@ -411,7 +406,7 @@ func (h *History) readSnapshots(ctx context.Context, projects []int64, prev map[
 		tables = append(tables, tt)
 		when = fmt.Sprintf("(%s OR %s)", when, chconn.InExt("snapshot_at", "previous_times"))
 	}
-	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total
+	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, schedule
 FROM %s
 WHERE %s AND %s
 ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"), when)
@@ -422,7 +417,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 	defer rows.Close()
 	for rows.Next() {
 		var r scannedRow
-		if err := rows.Scan(&r.key.project, &r.key.message, &r.row.at, &r.row.version, &r.row.reads, &r.row.total); err != nil {
+		if err := rows.Scan(&r.key.project, &r.key.message, &r.row.at, &r.row.version, &r.row.reads, &r.row.total, &r.schedule); err != nil {
 			return fmt.Errorf("read snapshots: %w", err)
 		}
 		if r.row.at < from && r.row.at != prev[r.key.project] {
@@ -499,7 +494,9 @@ func (h *History) queryIn(ctx context.Context, want map[msgKey]bool, q string, e
 		return err
 	}
 	projects := map[int64]bool{}
-	for _, k := range slices.SortedFunc(maps.Keys(want), func(a, b msgKey) int { return gainTarget{a.project, 0}.compare(gainTarget{b.project, 0}) }) {
+	for _, k := range slices.SortedFunc(maps.Keys(want), func(a, b msgKey) int {
+		return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.message, b.message))
+	}) {
 		projects[k.project] = true
 		if err := wanted.Append(k.project, k.message); err != nil {
 			return err
@@ -528,17 +525,24 @@ func (h *History) messagesIn(ctx context.Context, want map[msgKey]bool, q string
 	return out, err
 }
 
-// gainRows turns the sums into rows, with each one's schedule and missed
-// ticks.
-func (h *History) gainRows(ctx context.Context, sums map[gainTarget]*gainSum) ([]schema.GainRow, error) {
-	set := chconn.SnapshotSet{}
+// gainRows turns the sums into rows, with each one's schedule (that of
+// the newest write the scan read at it, else the one release 0.3.0 kept)
+// and missed ticks.
+func (h *History) gainRows(ctx context.Context, sums map[gainTarget]*gainSum, writes map[gainTarget]newestWrite) ([]schema.GainRow, error) {
+	schedules := map[gainTarget]string{}
+	unknown := chconn.SnapshotSet{}
 	for t := range sums {
-		set.Add(t.project, t.at)
+		if s := writes[t].schedule; s != "" {
+			schedules[t] = s
+		} else {
+			unknown.Add(t.project, t.at)
+		}
 	}
-	schedules, err := h.snapshotSchedules(ctx, set)
+	legacy, err := h.legacySchedules(ctx, unknown)
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(schedules, legacy)
 	ticks, err := h.ticksOf(ctx, sums, schedules)
 	if err != nil {
 		return nil, err

@@ -120,10 +120,21 @@ type gainScan struct {
 	priors map[msgKey]snapRow
 	sums   map[gainTarget]*gainSum
 
+	// writes are the newest write read at each snapshot: its version and
+	// schedule.
+	writes map[gainTarget]newestWrite
+
 	key  msgKey
 	prev *snapRow
 	cur  snapRow
 	open bool
+}
+
+// newestWrite is the version and the schedule of the newest write a scan
+// read at a snapshot.
+type newestWrite struct {
+	version  uint64
+	schedule string
 }
 
 type msgKey struct{ project, message int64 }
@@ -141,7 +152,16 @@ func (a gainTarget) compare(b gainTarget) int {
 }
 
 func newGainScan(targets map[int64]map[uint32]bool, all bool) *gainScan {
-	return &gainScan{targets: targets, all: all, priors: map[msgKey]snapRow{}, sums: map[gainTarget]*gainSum{}}
+	return &gainScan{targets: targets, all: all, priors: map[msgKey]snapRow{}, sums: map[gainTarget]*gainSum{}, writes: map[gainTarget]newestWrite{}}
+}
+
+// take takes the next row read, noting its snapshot's newest write.
+func (s *gainScan) take(r scannedRow) {
+	t := gainTarget{r.key.project, r.row.at}
+	if w, ok := s.writes[t]; !ok || r.row.version > w.version {
+		s.writes[t] = newestWrite{r.row.version, r.schedule}
+	}
+	s.row(r.key, r.row)
 }
 
 // row takes the next row; rows come ordered by project, message, snapshot

@@ -20,11 +20,13 @@ import (
 //
 // So a snapshot's schedule is a function of the rows at it: another write
 // there can change it only by being newer, which also raises the
-// snapshot's versions and so its gains key.
+// snapshot's versions and so its gains key. A refresh reads it in the scan
+// that reads the rows (gainScan.take), every row's schedule with it.
 
-// snapshotSchedules returns the schedule of each snapshot of set that has
-// one (see above).
-func (h *History) snapshotSchedules(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
+// legacySchedules returns the schedule release 0.3.0 kept for each
+// snapshot of set that it kept one for: what a snapshot whose rows record
+// none is judged by.
+func (h *History) legacySchedules(ctx context.Context, set chconn.SnapshotSet) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
 	if set.Len() == 0 {
 		return out, nil
@@ -33,35 +35,23 @@ func (h *History) snapshotSchedules(ctx context.Context, set chconn.SnapshotSet)
 	if err != nil {
 		return nil, err
 	}
-	read := func(q, what string) error {
-		err := chconn.QueryEach(chconn.WithExternal(ctx, tables...), h.conn, q, func(rows driver.Rows) error {
-			var (
-				t gainTarget
-				s string
-			)
-			if err := rows.Scan(&t.project, &t.at, &s); err != nil {
-				return err
-			}
-			if s != "" && set.Has(t.project, t.at) && out[t] == "" {
-				out[t] = s
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read the schedules of %d snapshots from %s: %w", set.Len(), what, err)
+	q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
+		h.names.Table(schema.LegacySchedules), cond)
+	err = chconn.QueryEach(chconn.WithExternal(ctx, tables...), h.conn, q, func(rows driver.Rows) error {
+		var (
+			t gainTarget
+			s string
+		)
+		if err := rows.Scan(&t.project, &t.at, &s); err != nil {
+			return err
+		}
+		if s != "" && set.Has(t.project, t.at) {
+			out[t] = s
 		}
 		return nil
-	}
-	if err := read(fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		h.names.Table(schema.SnapshotsTable.Name()), cond), schema.SnapshotsTable.Name()); err != nil {
-		return nil, err
-	}
-	if len(out) == set.Len() {
-		return out, nil
-	}
-	if err := read(fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s GROUP BY project_id, snapshot_at",
-		h.names.Table(schema.LegacySchedules), cond), schema.LegacySchedules); err != nil {
-		return nil, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the schedules of %d snapshots from %s: %w", set.Len(), schema.LegacySchedules, err)
 	}
 	return out, nil
 }
