@@ -33,7 +33,7 @@ const (
 	// dashboard requires.
 	pluginVersion = "4.0.3"
 	// pushDown ends every read panel's query: 18.16 pushes a filter into
-	// a view only with it (README, Dashboards).
+	// a view only with it (docs/dashboards.md).
 	pushDown = "SETTINGS enable_optimize_predicate_expression = 1"
 )
 
@@ -246,7 +246,7 @@ func TestDashboardQueries(t *testing.T) {
 	d := loadDashboard(t)
 	vars := dashboardVariables(t, conn, d)
 
-	// The README promises a variable that shows nft names and holds ids.
+	// docs/dashboards.md promises a variable that shows nft names and holds ids.
 	project := vars["project"]
 	if project == nil {
 		t.Fatal("the dashboard has no query variable named project")

@@ -109,7 +109,7 @@ func viewRows(t *testing.T, db *sinktest.DB, view, where string, pushDown bool) 
 
 // assertViewsEqualBruteForce compares every view with its brute force,
 // whole and filtered to one project with the filter pushed down, as the
-// README tells 18.16 users to query.
+// docs/dashboards.md tells 18.16 users to query.
 func assertViewsEqualBruteForce(t *testing.T, db *sinktest.DB, project int64, views ...string) {
 	t.Helper()
 	for _, view := range views {

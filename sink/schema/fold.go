@@ -18,9 +18,9 @@ import (
 // another process: everything is created IF NOT EXISTS, and folding a
 // partition again changes nothing in the rollups that keep a maximum. The
 // summing rollup would count a partition twice, so each partition folded
-// into it is marked in foldsTable and not folded again. (Two processes
-// folding the same partition at the same moment would both sum it: the
-// README says to run the upgrade once.)
+// into it is marked in foldsTable and not folded again. Two processes never
+// fold at the same moment: only the holder of the migration lock (lock.go)
+// runs a step, and it checks the lock before every partition.
 //
 // In cluster mode each rollup is a replicated <rollup>_local on every host
 // with a Distributed table over it, sharded by project like the snapshots;
