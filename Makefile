@@ -20,6 +20,9 @@ BENCH_MESSAGES     ?= 20
 BENCH_LATENCY      ?= 20ms
 BENCH_CONCURRENCY  ?= 16
 BENCH_BIG_MESSAGES ?= 300000
+# staticcheck, run by `make lint` at a pinned release so that its findings do not change under us.
+STATICCHECK_VERSION ?= v0.8.2
+
 # The history of `make bench-bi`: the "Dashboards stay fast as history grows" issue's, by default.
 BENCH_BI_PROJECTS ?= 500
 BENCH_BI_MESSAGES ?= 200
@@ -34,7 +37,7 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/readsync ./cmd/readsync
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
-## test: formatting, vet, unit and integration tests against a real ClickHouse, brief fuzzing;
+## test: formatting, vet, staticcheck, unit and integration tests against a real ClickHouse, brief fuzzing;
 ## then stops the servers it started, whether the tests passed or not.
 # A server that ran before (`make clickhouse`, `make cluster`, a run of
 # `make test` interrupted) is left running: it may be someone's.
@@ -61,6 +64,7 @@ lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 # The integration tests run twice, once on each ClickHouse release readsync is
 # tested on: Debian's 18.16 (the oldest) with its two-node cluster, then the

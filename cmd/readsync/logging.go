@@ -21,7 +21,7 @@ func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
 		}
 	}
 	if format == "text" {
-		return slog.New(tint.NewHandler(w, &tint.Options{
+		return slog.New(tint.NewTextHandler(w, &tint.Options{
 			Level:      level,
 			TimeFormat: time.DateTime,
 			NoColor:    !tty,
