@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 
@@ -113,17 +112,7 @@ func TestProcessesStartingTogetherMigrateOnce(t *testing.T) {
 	ctx := sinktest.PreviousRelease(context.Background(), t, f.db.Conn)
 	// Release 5013242's schema, from its statements, and three months of
 	// its history: three partitions to fold.
-	src, err := os.ReadFile("../../sink/schema/testdata/release-5013242/schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []string
-	for _, line := range strings.Split(string(src), "\n") {
-		if !strings.HasPrefix(line, "--") {
-			body = append(body, line)
-		}
-	}
-	stmts := strings.Split(strings.Join(body, "\n"), "\n;\n")
+	stmts := sinktest.FirstReleaseSchema(t, "{db}")
 	stmts = append(stmts,
 		"INSERT INTO `{db}`.projects (id, nft, name, version) SELECT number + 1, concat('p', toString(number + 1), '.eth'), 'P', 1 FROM numbers(5)",
 		"INSERT INTO `{db}`.messages (project_id, id, subject, version) SELECT intDiv(number, 20) + 1, number % 20 + 1, 's', 1 FROM numbers(100)",

@@ -35,6 +35,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 type options struct {
@@ -71,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.runs, "runs", 5, "runs of each new query; the median is shown")
 	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on release 5013242's views (0 skips them)")
 	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
-	fs.StringVar(&o.oldSchema, "old-schema", "sink/schema/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
+	fs.StringVar(&o.oldSchema, "old-schema", "sink/sinktest/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
 	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -374,19 +375,7 @@ func previousSchema(file, db string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("-old-schema: %w", err)
 	}
-	var out []string
-	for _, stmt := range strings.Split(string(raw), "\n;\n") {
-		var lines []string
-		for _, l := range strings.Split(stmt, "\n") {
-			if !strings.HasPrefix(l, "--") {
-				lines = append(lines, l)
-			}
-		}
-		if s := strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(strings.Join(lines, "\n")), ";")); s != "" {
-			out = append(out, strings.ReplaceAll(s, "{db}", db))
-		}
-	}
-	return out, nil
+	return sinktest.SplitScript(string(raw), db), nil
 }
 
 // waitForMerges waits until the server merges nothing in the scratch

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +24,7 @@ import (
 func createBruteForceViews(t *testing.T, db *sinktest.DB) {
 	t.Helper()
 	ctx := sinktest.PreviousRelease(context.Background(), t, db.Conn)
-	for _, stmt := range previousSchema(t, db.Name) {
+	for _, stmt := range sinktest.FirstReleaseSchema(t, db.Name) {
 		if !strings.HasPrefix(stmt, "CREATE VIEW") {
 			continue
 		}
@@ -51,31 +50,6 @@ AS l ANY LEFT JOIN (SELECT id AS project_id, nft, name AS project_name FROM %s F
 	if err := db.Conn.Exec(ctx, stmt); err != nil {
 		t.Fatalf("%v\n%s", err, stmt)
 	}
-}
-
-// previousSchema returns the statements of release 5013242's schema for
-// database db, which package schema keeps for its upgrade tests
-// (testdata/release-5013242/schema.sql there): its tables and its views,
-// which aggregate the whole snapshot history at every query.
-func previousSchema(t testing.TB, db string) []string {
-	t.Helper()
-	src, err := os.ReadFile("../schema/testdata/release-5013242/schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []string
-	for _, line := range strings.Split(string(src), "\n") {
-		if !strings.HasPrefix(line, "--") {
-			body = append(body, line)
-		}
-	}
-	var out []string
-	for _, stmt := range strings.Split(strings.Join(body, "\n"), "\n;\n") {
-		if stmt = strings.TrimSpace(stmt); stmt != "" {
-			out = append(out, strings.ReplaceAll(stmt, "{db}", db))
-		}
-	}
-	return out
 }
 
 // viewColumns are each view's columns, and the order that makes its rows
@@ -416,7 +390,7 @@ var allViews = []string{"message_read_latest", "project_read_daily", "project_re
 func TestFoldPreviousRelease(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	for _, stmt := range previousSchema(t, db.Name) {
+	for _, stmt := range sinktest.FirstReleaseSchema(t, db.Name) {
 		if err := db.Conn.Exec(sinktest.PreviousRelease(ctx, t, db.Conn), stmt); err != nil {
 			t.Fatalf("%v\n%s", err, stmt)
 		}

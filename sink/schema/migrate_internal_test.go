@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -269,35 +268,11 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 	t.Helper()
 	ctx := sinktest.PreviousRelease(context.Background(), t, conn)
-	for _, stmt := range previousSchema(t, database) {
+	for _, stmt := range sinktest.FirstReleaseSchema(t, database) {
 		if err := conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-}
-
-// previousSchema returns the statements of release 5013242's schema for
-// database db, from testdata/release-5013242/schema.sql: its tables and its
-// views, which aggregate the whole snapshot history at every query.
-func previousSchema(t testing.TB, db string) []string {
-	t.Helper()
-	src, err := os.ReadFile("testdata/release-5013242/schema.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var body []string
-	for _, line := range strings.Split(string(src), "\n") {
-		if !strings.HasPrefix(line, "--") {
-			body = append(body, line)
-		}
-	}
-	var out []string
-	for _, stmt := range strings.Split(strings.Join(body, "\n"), "\n;\n") {
-		if stmt = strings.TrimSpace(stmt); stmt != "" {
-			out = append(out, strings.ReplaceAll(stmt, "{db}", db))
-		}
-	}
-	return out
 }
 
 func partNames(t *testing.T, db *sinktest.DB) string {
