@@ -20,13 +20,8 @@ func (h *History) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bo
 	if len(days) == 0 {
 		return nil
 	}
-	projects := map[int64]bool{}
-	lo, hi := ^uint32(0), uint32(0)
-	for pd := range days {
-		projects[pd.Project] = true
-		lo, hi = min(lo, pd.Day), max(hi, pd.Day)
-	}
-	pt, err := chconn.ProjectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	projects, lo, hi := daySpan(days)
+	pt, err := chconn.ProjectsExt("day_projects", projects)
 	if err != nil {
 		return err
 	}
@@ -43,4 +38,17 @@ func (h *History) refreshDays(ctx context.Context, days map[chconn.ProjectDay]bo
 		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayRollup, err))
 	}
 	return nil
+}
+
+// daySpan returns the projects of days, sorted, and their first and last
+// day: what narrows a read of a rollup keyed by project and time to the
+// parts that can hold days.
+func daySpan(days map[chconn.ProjectDay]bool) (projects []int64, lo, hi uint32) {
+	seen := map[int64]bool{}
+	lo = ^uint32(0)
+	for pd := range days {
+		seen[pd.Project] = true
+		lo, hi = min(lo, pd.Day), max(hi, pd.Day)
+	}
+	return slices.Sorted(maps.Keys(seen)), lo, hi
 }

@@ -41,13 +41,8 @@ func (h *History) refreshGainDays(ctx context.Context, days map[chconn.ProjectDa
 	if len(days) == 0 {
 		return nil
 	}
-	projects := map[int64]bool{}
-	lo, hi := ^uint32(0), uint32(0)
-	for pd := range days {
-		projects[pd.Project] = true
-		lo, hi = min(lo, pd.Day), max(hi, pd.Day)
-	}
-	pt, err := chconn.ProjectsExt("day_projects", slices.Sorted(maps.Keys(projects)))
+	projects, lo, hi := daySpan(days)
+	pt, err := chconn.ProjectsExt("day_projects", projects)
 	if err != nil {
 		return err
 	}
