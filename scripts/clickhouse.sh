@@ -244,8 +244,8 @@ cmd_lacks() {
 	if [[ -n "${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]]; then
 		echo "${READSYNC_TEST_CLICKHOUSE_LACKS:-}"
 	elif [[ "$RELEASE" == current ]]; then
-		# chDB's build aborts on a failed native login, and when a client dies
-		# in the middle of a statement.
+		# chDB's build aborts on a failed native login, and when a killed
+		# client resets its connection.
 		echo survives-failed-login,survives-killed-client
 	else
 		echo

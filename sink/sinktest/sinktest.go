@@ -60,21 +60,31 @@ type Capability string
 // test.
 const SurvivesFailedLogin Capability = "survives-failed-login"
 
-// SurvivesKilledClient: the server ends a statement whose client died in
-// the middle of it (SIGKILL, a lost node) and goes on serving. The same
-// build aborts the whole process instead, so a test that kills readsync
-// at random instants runs on servers that survive it.
+// SurvivesKilledClient: the server goes on serving when a client dies
+// (SIGKILL, a lost node) with the server's answer unread, which resets the
+// connection. The same build aborts the whole process instead, so a test
+// that kills readsync at random instants reaches such a server through
+// NewFinishingProxy.
 const SurvivesKilledClient Capability = "survives-killed-client"
 
 // Require skips t when the test server lacks c, as EnvLacks says. It is
 // the one place a test is skipped for what a server cannot do.
 func Require(t testing.TB, c Capability) {
 	t.Helper()
+	if Lacks(c) {
+		t.Skipf("the test server lacks %s (%s)", c, EnvLacks)
+	}
+}
+
+// Lacks reports whether the test server lacks c, as EnvLacks says, for a
+// test that works around what the server cannot do rather than skip.
+func Lacks(c Capability) bool {
 	for _, lack := range strings.Split(os.Getenv(EnvLacks), ",") {
 		if Capability(strings.TrimSpace(lack)) == c {
-			t.Skipf("the test server lacks %s (%s)", c, EnvLacks)
+			return true
 		}
 	}
+	return false
 }
 
 // DB is a database created for one test and dropped when it ends.
