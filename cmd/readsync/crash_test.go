@@ -52,7 +52,7 @@ func TestCrashCampaign(t *testing.T) {
 	names := namesOf(projects)
 	f := newFixture(t, names, apitest.WithProjects(projects...), apitest.WithReadGrowth(3), apitest.WithLatency(2*time.Millisecond))
 	if sinktest.Lacks(sinktest.SurvivesKilledClient) {
-		f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.NewFinishingProxy(t).DSN
+		f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.NewProxy(t).DSN
 	}
 	f.writeSchedules(t, "fast", "@every 2s", names)
 	f.env["READSYNC_BATCH_ROWS"] = "200"

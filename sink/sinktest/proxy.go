@@ -12,6 +12,17 @@ import (
 // Proxy forwards TCP connections to the test ClickHouse and can be cut and
 // restored, to stage an outage while the server itself keeps running for
 // the other tests.
+//
+// A client may also die behind it at any instant. A client killed with the
+// server's answer unread in its socket makes its kernel reset the
+// connection, and chDB's build of the current release aborts the whole
+// server on a reset, though not on a plain hang-up. So the proxy never
+// passes a reset on: whenever a client's side ends (the client died or
+// hung up, or Down cut it), the proxy ends the server's side for writing
+// only, reads and drops what the server still sends until the server,
+// its statement done, closes, and only then closes, with nothing unread.
+// The server sees what any server sees of a client that hung up after its
+// last statement; to the client, a cut is a cut.
 type Proxy struct {
 	// DSN is the database's DSN with its host replaced by the proxy's.
 	DSN string
@@ -20,44 +31,19 @@ type Proxy struct {
 	addr   string
 	target string
 
-	// finish makes a client that goes away leave the server's side to end
-	// as a client that hung up would: see NewFinishingProxy.
-	finish bool
-
 	mu    sync.Mutex
 	ln    net.Listener
-	conns map[net.Conn]bool // true for a connection to the server
+	conns map[net.Conn]bool // the clients' connections, which Down cuts
 	wg    sync.WaitGroup
 }
 
-// finishWithin bounds how long a finishing proxy waits for the server to
-// end a dead client's statement and hang up.
+// finishWithin bounds how long the proxy waits for the server to end the
+// statement of a client that went away, and hang up.
 const finishWithin = 2 * time.Minute
 
 // NewProxy starts a proxy in front of d's server on a free loopback port;
 // it is closed when the test ends.
 func (d *DB) NewProxy(t testing.TB) *Proxy {
-	t.Helper()
-	return d.newProxy(t, false)
-}
-
-// NewFinishingProxy starts a proxy in front of d's server behind which a
-// client may die at any instant. A client killed with data unread in its
-// socket makes its kernel reset the connection, and chDB's build of the
-// current release aborts on a reset (clickhouse-notes: it does not on a
-// plain hang-up). This proxy turns the reset into a hang-up: when the
-// client goes, it ends the server's side for writing only, reads (and
-// drops) what the server still sends until the server, its statement
-// ended, closes, and only then closes the connection, with nothing unread.
-// What the server sees is what any server sees of a client that sent its
-// last statement and hung up; a killed readsync is still a killed
-// readsync to everything else. Down waits for those ends too.
-func (d *DB) NewFinishingProxy(t testing.TB) *Proxy {
-	t.Helper()
-	return d.newProxy(t, true)
-}
-
-func (d *DB) newProxy(t testing.TB, finish bool) *Proxy {
 	t.Helper()
 	u, err := url.Parse(d.DSN)
 	if err != nil {
@@ -67,7 +53,7 @@ func (d *DB) newProxy(t testing.TB, finish bool) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{t: t, addr: ln.Addr().String(), target: u.Host, finish: finish, conns: make(map[net.Conn]bool)}
+	p := &Proxy{t: t, addr: ln.Addr().String(), target: u.Host, conns: make(map[net.Conn]bool)}
 	u.Host = p.addr
 	p.DSN = u.String()
 	p.serve(ln)
@@ -75,20 +61,17 @@ func (d *DB) newProxy(t testing.TB, finish bool) *Proxy {
 	return p
 }
 
-// Down refuses new connections and breaks the open ones, as a server that
-// went away would. It waits until every forwarding goroutine has ended. A
-// finishing proxy breaks its clients' connections and lets the server's
-// end as it would for a client that died.
+// Down refuses new connections and breaks the clients' open ones, as a
+// server that went away would. It waits until the server has ended every
+// connection and every forwarding goroutine has returned.
 func (p *Proxy) Down() {
 	p.mu.Lock()
 	if p.ln != nil {
 		p.ln.Close()
 		p.ln = nil
 	}
-	for c, toServer := range p.conns {
-		if !p.finish || !toServer {
-			c.Close()
-		}
+	for c := range p.conns {
+		c.Close()
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
@@ -140,56 +123,33 @@ func (p *Proxy) forward(client net.Conn) {
 	if p.ln == nil { // went down meanwhile
 		p.mu.Unlock()
 		client.Close()
-		server.Close()
+		server.Close() // nothing sent, nothing to read: a plain hang-up
 		return
 	}
-	p.conns[client], p.conns[server] = false, true
+	p.conns[client] = true
 	p.wg.Add(2)
 	p.mu.Unlock()
-	forget := func(cs ...net.Conn) {
-		p.mu.Lock()
-		for _, c := range cs {
-			delete(p.conns, c)
-		}
-		p.mu.Unlock()
-	}
-	if p.finish {
-		go p.finishing(client, server, forget)
-		return
-	}
-	pipe := func(dst, src net.Conn) {
-		defer p.wg.Done()
-		// Either side ending, or Down closing them, ends both directions.
-		_, _ = io.Copy(dst, src)
-		dst.Close()
-		src.Close()
-		forget(src, dst)
-	}
-	go pipe(server, client)
-	go pipe(client, server)
-}
 
-// finishing forwards one connection for a finishing proxy: the client's
-// bytes to the server until the client goes, then a hang-up; the server's
-// bytes to the client while it is there, then to nowhere, until the server
-// closes.
-func (p *Proxy) finishing(client, server net.Conn, forget func(...net.Conn)) {
+	// The client's bytes to the server until the client's side ends; then
+	// the server is told that nothing more comes.
 	go func() {
 		defer p.wg.Done()
 		_, _ = io.Copy(server, client)
 		client.Close()
-		// Whatever ended the client's side, the server is told no more
-		// comes, and given time to end what it runs.
 		_ = server.(*net.TCPConn).CloseWrite()
 		_ = server.SetReadDeadline(time.Now().Add(finishWithin))
 	}()
-	defer p.wg.Done()
-	_, err := io.Copy(client, server)
-	if err != nil {
-		// The client is gone: read the server's answer to the end.
-		_, _ = io.Copy(io.Discard, server)
-	}
-	client.Close()
-	server.Close()
-	forget(client, server)
+	// The server's bytes to the client while it is there, then to nowhere,
+	// until the server closes.
+	go func() {
+		defer p.wg.Done()
+		if _, err := io.Copy(client, server); err != nil {
+			_, _ = io.Copy(io.Discard, server)
+		}
+		client.Close()
+		server.Close()
+		p.mu.Lock()
+		delete(p.conns, client)
+		p.mu.Unlock()
+	}()
 }

@@ -63,8 +63,8 @@ const SurvivesFailedLogin Capability = "survives-failed-login"
 // SurvivesKilledClient: the server goes on serving when a client dies
 // (SIGKILL, a lost node) with the server's answer unread, which resets the
 // connection. The same build aborts the whole process instead, so a test
-// that kills readsync at random instants reaches such a server through
-// NewFinishingProxy.
+// that kills readsync at random instants reaches such a server through a
+// Proxy, which never passes a reset on.
 const SurvivesKilledClient Capability = "survives-killed-client"
 
 // Require skips t when the test server lacks c, as EnvLacks says. It is
