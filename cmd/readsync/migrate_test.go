@@ -110,7 +110,7 @@ func TestUnknownCluster(t *testing.T) {
 func TestProcessesStartingTogetherMigrateOnce(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	ctx := sinktest.PreviousRelease(context.Background(), t, f.db.Conn)
-	// Release 5013242's schema, from its statements, and three months of
+	// 0.1.0's schema, from its statements, and three months of
 	// its history: three partitions to fold.
 	stmts := sinktest.FirstReleaseSchema(t, "{db}")
 	stmts = append(stmts,

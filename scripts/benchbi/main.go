@@ -3,7 +3,7 @@
 // database, migrates it with readsync's own migrations (tables, rollups,
 // views), generates a history of hourly passes with INSERT … SELECT (so the
 // materialized views fill the rollups as they do for readsync's writes),
-// adds release 5013242's views under old_* names, and prints for each view
+// adds 0.1.0's views under old_* names, and prints for each view
 // query and each read panel of the Grafana dashboard the median of several
 // runs, the old views' time beside the new, and the bytes on disk per
 // snapshot row.
@@ -70,9 +70,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.days, "days", 30, "days of history")
 	fs.IntVar(&o.passesPerDay, "passes-per-day", 24, "passes per day, evenly spaced")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each new query; the median is shown")
-	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on release 5013242's views (0 skips them)")
+	fs.IntVar(&o.oldRuns, "old-runs", 5, "runs of each query on 0.1.0's views (0 skips them)")
 	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
-	fs.StringVar(&o.oldSchema, "old-schema", "sink/sinktest/testdata/release-5013242/schema.sql", "release 5013242's schema (statements ending with a line holding only ;)")
+	fs.StringVar(&o.oldSchema, "old-schema", "sink/sinktest/testdata/release-0.1.0/schema.sql", "0.1.0's schema (statements ending with a line holding only ;)")
 	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -286,7 +286,7 @@ func (b *bencher) number(ctx context.Context, q string) (uint64, error) {
 	return n, nil
 }
 
-// generate creates the scratch database as release 5013242 did, fills it,
+// generate creates the scratch database as 0.1.0 did, fills it,
 // and upgrades it with readsync's migrations, which fold the history into
 // the rollups (their progress goes to stderr). Each pass writes every
 // project with a version of its own, as readsync does; read counts grow by
@@ -368,7 +368,7 @@ func dsnDatabase(dsn string) string {
 	return path
 }
 
-// previousSchema returns release 5013242's statements (tables and views)
+// previousSchema returns 0.1.0's statements (tables and views)
 // for database db.
 func previousSchema(file, db string) ([]string, error) {
 	raw, err := os.ReadFile(file)
@@ -410,7 +410,7 @@ const pushDown = "\nSETTINGS enable_optimize_predicate_expression = 1"
 // queries returns the README's and the query shapes, then the
 // dashboard's read panels as the plugin sends them with All projects
 // selected, over the whole history. The old form of each reads release
-// 5013242's views.
+// 0.1.0's views.
 func (b *bencher) queries() ([]query, error) {
 	from := "toDate('2026-03-01')"
 	last := fmt.Sprintf("toDateTime('2026-03-01 00:00:00') + %d", (b.o.days-1)*86400)
@@ -458,7 +458,7 @@ func (b *bencher) queries() ([]query, error) {
 	return append(qs, panels...), nil
 }
 
-// oldForm is q on release 5013242's views, and on the README's FINAL
+// oldForm is q on 0.1.0's views, and on the README's FINAL
 // query where it reads the per-snapshot view that release lacked.
 func oldForm(q string) string {
 	return strings.NewReplacer("project_read_daily", "old_project_read_daily", "message_read_latest", "old_message_read_latest",

@@ -211,11 +211,11 @@ func TestGainsEqualBruteForce(t *testing.T) {
 	assertGainsEqualBruteForce(t, db, historySchedule, 2)
 }
 
-// TestGainsFoldedAtUpgradeFrom9707b0b upgrades a database at release
-// 9707b0b's schema (migrations 1 and 2) holding that release's history:
+// TestGainsFoldedAtUpgradeFrom0_2 upgrades a database at 0.2.0's schema
+// (migrations 1 and 2) holding that release's history:
 // the history's gains are computed at migration, and the gains of the
 // passes written after extend them exactly.
-func TestGainsFoldedAtUpgradeFrom9707b0b(t *testing.T) {
+func TestGainsFoldedAtUpgradeFrom0_2(t *testing.T) {
 	db := sinktest.New(t)
 	dsn, err := chconn.ParseDSN(db.DSN)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/readsync/readsync/sink/spool"
 )
 
-// createBruteForceViews creates release 5013242's views under the names
+// createBruteForceViews creates 0.1.0's views under the names
 // brute_<view>, and the brute force of the per-snapshot view: the rows of
 // each project's newest write at each snapshot, deduplicated.
 func createBruteForceViews(t *testing.T, db *sinktest.DB) {
@@ -383,7 +383,7 @@ func TestSpoolReplayOfADeliveredEntry(t *testing.T) {
 
 var allViews = []string{"message_read_latest", "project_read_daily", "project_read_snapshots"}
 
-// TestFoldPreviousRelease upgrades a database written by release 5013242:
+// TestFoldPreviousRelease upgrades a database written by 0.1.0:
 // its history is folded into the rollups at migration, a partition at a
 // time with progress in the log, and the views then equal the brute force
 // over all of it, old rows and new.
@@ -406,7 +406,7 @@ func TestFoldPreviousRelease(t *testing.T) {
 	}
 	t.Cleanup(func() { ch.Close() })
 
-	// Release 5013242 wrote the history: its tables take the same
+	// 0.1.0 wrote the history: its tables take the same
 	// INSERTs. Writing migrates, so the history goes in before.
 	old := newHistory(t, nil)
 	var rows []sink.Batch
@@ -465,7 +465,7 @@ func TestFoldPreviousRelease(t *testing.T) {
 }
 
 // insertDirect writes a batch's rows with INSERTs of their own, as
-// release 5013242 did, without migrating.
+// 0.1.0 did, without migrating.
 func insertDirect(t *testing.T, db *sinktest.DB, b sink.Batch) {
 	t.Helper()
 	insert := func(table, columns string, n int, row func(i int) []any) {

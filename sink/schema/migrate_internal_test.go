@@ -263,7 +263,7 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 	}
 }
 
-// applyPreviousRelease creates the schema as release 5013242 did, from its
+// applyPreviousRelease creates the schema as 0.1.0 did, from its
 // statements kept in testdata rather than from this code.
 func applyPreviousRelease(t *testing.T, conn driver.Conn, database string) {
 	t.Helper()
@@ -394,7 +394,7 @@ func TestClusterRefusesSingleServerTables(t *testing.T) {
 	}
 }
 
-// A database set up by release 9707b0b on 18.16 has schema version 2 and
+// A database set up by 0.2.0 on 18.16 has schema version 2 and
 // views that join subqueries without aliases. Once its server is upgraded
 // to a current release, those views fail for every reader; migration 3
 // writes them again, and they answer with the server's default settings.

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// FirstReleaseSchema returns the statements with which release 5013242
-// (0.1.0) created database db, from testdata/release-5013242/schema.sql
+// FirstReleaseSchema returns the statements with which readsync 0.1.0, the
+// first release, created database db, from testdata/release-0.1.0/schema.sql
 // beside this file: its tables, and its views, which aggregate the whole
 // snapshot history at every query. Upgrade tests start from it. The file
 // is found from this source file's place, so that tests of any package
@@ -18,9 +18,9 @@ func FirstReleaseSchema(t testing.TB, db string) []string {
 	t.Helper()
 	_, self, _, ok := runtime.Caller(0)
 	if !ok {
-		t.Fatal("sinktest: cannot tell where its source is, to find testdata/release-5013242")
+		t.Fatal("sinktest: cannot tell where its source is, to find testdata/release-0.1.0")
 	}
-	file := filepath.Join(filepath.Dir(self), "testdata", "release-5013242", "schema.sql")
+	file := filepath.Join(filepath.Dir(self), "testdata", "release-0.1.0", "schema.sql")
 	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,7 @@ var ErrLocked = errors.New("in use by another readsync process")
 // or given a new meaning) bumps Format; readers keep decoding every format
 // up to their own, converting older ones, and refuse a newer one, which
 // they move aside rather than misread. A test replays entries the first
-// release wrote (testdata/release-5013242).
+// release wrote (testdata/release-0.1.0).
 type entry struct {
 	Format int         `json:"format"`
 	Batch  *sink.Batch `json:"batch,omitempty"`

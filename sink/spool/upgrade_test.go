@@ -13,12 +13,12 @@ import (
 	"github.com/readsync/readsync/sink/spool"
 )
 
-// Entries the previous release (5013242) spooled, during a backfill of the
+// Entries the previous release (0.1.0) spooled, during a backfill of the
 // fake upstream's sample names with ClickHouse unreachable, replay into
 // the current schema: rows and run record arrive whole.
 func TestReplaysPreviousReleaseEntries(t *testing.T) {
 	dir := t.TempDir()
-	src := "testdata/release-5013242"
+	src := "testdata/release-0.1.0"
 	des, err := os.ReadDir(src)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
--- The schema as readsync 5013242 created it, copied from that commit's
--- sink/schema.go. Statements end with a line holding only ";"; {db} stands
+-- The schema as readsync 0.1.0 (tag v0.1.0, commit 5013242) created it, copied from
+-- that commit's sink/schema.go. Statements end with a line holding only ";"; {db} stands
 -- for the database.
 CREATE DATABASE IF NOT EXISTS `{db}`
 ;
