@@ -1,7 +1,6 @@
 package derived
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -309,55 +308,75 @@ func (h *History) bruteSchedules(ctx context.Context, projects []int64, from uin
 }
 
 // bruteAcc accumulates the views' values over the messages of a group of
-// projects.
+// projects. It keeps sums, not rows, so that its memory grows with the
+// group's project snapshots and days rather than with its snapshot rows.
 type bruteAcc struct {
 	latest map[msgKey]bruteRow
-	// days: per project and day, the last row of each message that day.
-	days map[chconn.ProjectDay][]bruteRow
-	// writes: per project snapshot, each message's newest row there.
-	writes map[gainTarget][]bruteRow
-	gains  map[gainTarget]*bruteGain
+	// days: per project and day, the sums of each message's last row that
+	// day.
+	days      map[chconn.ProjectDay]*bruteSums
+	snapshots map[gainTarget]*bruteSnapshot
 }
 
-type bruteGain struct {
+// bruteSums counts rows and sums their reads and totals.
+type bruteSums struct{ n, reads, total uint64 }
+
+func (s *bruteSums) add(r bruteRow) { s.n, s.reads, s.total = s.n+1, s.reads+r.reads, s.total+r.total }
+
+// bruteSnapshot is what the views say of one project snapshot.
+type bruteSnapshot struct {
+	// The newest write (project_read_snapshots): the messages' newest rows
+	// of the highest version among them, summed.
+	newestVersion uint64
+	newest        bruteSums
+	// Reads gained.
 	messages, newMessages uint64
 	reads                 uint64 // wraps, like the counts
 	prevAt                uint32
 }
 
 func newBruteAcc() *bruteAcc {
-	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay][]bruteRow{}, writes: map[gainTarget][]bruteRow{},
-		gains: map[gainTarget]*bruteGain{}}
+	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay]*bruteSums{}, snapshots: map[gainTarget]*bruteSnapshot{}}
 }
 
 // message takes one message's newest row at each of its snapshots in the
 // window, in time order, and prior, its newest row before the window.
 func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow) {
 	a.latest[k] = rows[len(rows)-1]
-	lastOfDay := map[uint32]bruteRow{}
 	prev, hasPrev := priors[k]
-	for _, r := range rows {
-		lastOfDay[chconn.DayOf(r.at)] = r
-		t := gainTarget{k.project, r.at}
-		a.writes[t] = append(a.writes[t], r)
-		g := a.gains[t]
-		if g == nil {
-			g = &bruteGain{}
-			a.gains[t] = g
+	for i, r := range rows {
+		if i+1 == len(rows) || chconn.DayOf(rows[i+1].at) != chconn.DayOf(r.at) {
+			// The message's last row of its day.
+			pd := chconn.ProjectDay{Project: k.project, Day: chconn.DayOf(r.at)}
+			d := a.days[pd]
+			if d == nil {
+				d = &bruteSums{}
+				a.days[pd] = d
+			}
+			d.add(r)
 		}
-		g.messages++
-		g.reads += r.reads
+		t := gainTarget{k.project, r.at}
+		s := a.snapshots[t]
+		if s == nil {
+			s = &bruteSnapshot{}
+			a.snapshots[t] = s
+		}
+		switch {
+		case s.newest.n == 0 || r.version > s.newestVersion:
+			s.newestVersion, s.newest = r.version, bruteSums{}
+			s.newest.add(r)
+		case r.version == s.newestVersion:
+			s.newest.add(r)
+		}
+		s.messages++
+		s.reads += r.reads
 		if hasPrev {
-			g.reads -= prev.reads
-			g.prevAt = max(g.prevAt, prev.at)
+			s.reads -= prev.reads
+			s.prevAt = max(s.prevAt, prev.at)
 		} else {
-			g.newMessages++
+			s.newMessages++
 		}
 		prev, hasPrev = r, true
-	}
-	for d, r := range lastOfDay {
-		pd := chconn.ProjectDay{Project: k.project, Day: d}
-		a.days[pd] = append(a.days[pd], r)
 	}
 }
 
@@ -369,42 +388,28 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 			strconv.FormatUint(uint64(r.at), 10), strconv.FormatUint(r.reads, 10), strconv.FormatUint(r.total, 10),
 			strconv.FormatUint(math.Float64bits(r.percent), 10)}, "\t")
 	}
-	for pd, rs := range a.days {
-		var reads, total uint64
-		for _, r := range rs {
-			reads += r.reads
-			total += r.total
-		}
+	for pd, d := range a.days {
 		out[schema.DailyView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" +
-			joinNumbers(uint64(len(rs)), reads, total) + "\t" + rateText(reads, total)
-	}
-	for t, rs := range a.writes {
-		// The newest write: the rows of the highest version among the
-		// messages' newest rows.
-		top := slices.MaxFunc(rs, func(x, y bruteRow) int { return cmp.Compare(x.version, y.version) }).version
-		var n, reads, total uint64
-		for _, r := range rs {
-			if r.version == top {
-				n, reads, total = n+1, reads+r.reads, total+r.total
-			}
-		}
-		out[schema.SnapshotView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + joinNumbers(n, reads, total) + "\t" + rateText(reads, total)
+			joinNumbers(d.n, d.reads, d.total) + "\t" + rateText(d.reads, d.total)
 	}
 	type dayGain struct {
 		snapshots, newMessages, reads, missed uint64
 	}
 	days := map[chconn.ProjectDay]*dayGain{}
-	for t, g := range a.gains {
+	for t, s := range a.snapshots {
+		key := fmt.Sprint(t.project, "\t", t.at)
+		out[schema.SnapshotView][key] = name(t.project) + "\t" + joinNumbers(s.newest.n, s.newest.reads, s.newest.total) + "\t" +
+			rateText(s.newest.reads, s.newest.total)
 		var missed uint64
-		if s := schedules[t]; s != "" && g.prevAt > 0 {
-			for _, tick := range ticks[s] {
-				if tick > g.prevAt && tick < t.at {
+		if sched := schedules[t]; sched != "" && s.prevAt > 0 {
+			for _, tick := range ticks[sched] {
+				if tick > s.prevAt && tick < t.at {
 					missed++
 				}
 			}
 		}
-		out[schema.GainsView][fmt.Sprint(t.project, "\t", t.at)] = name(t.project) + "\t" + strconv.FormatUint(uint64(g.prevAt), 10) + "\t" +
-			joinNumbers(g.messages, g.newMessages) + "\t" + strconv.FormatInt(int64(g.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
+		out[schema.GainsView][key] = name(t.project) + "\t" + strconv.FormatUint(uint64(s.prevAt), 10) + "\t" +
+			joinNumbers(s.messages, s.newMessages) + "\t" + strconv.FormatInt(int64(s.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
 		pd := chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}
 		d := days[pd]
 		if d == nil {
@@ -412,8 +417,8 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 			days[pd] = d
 		}
 		d.snapshots++
-		d.newMessages += g.newMessages
-		d.reads += g.reads
+		d.newMessages += s.newMessages
+		d.reads += s.reads
 		d.missed += missed
 	}
 	for pd, d := range days {
