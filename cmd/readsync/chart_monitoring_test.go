@@ -37,7 +37,7 @@ var chartEverything = []string{
 	"--set", "backfill.enabled=true",
 	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true",
 	"--set", "prometheusRule.enabled=true", "--set", "grafanaDashboard.enabled=true",
-	"--set", "networkPolicy.enabled=true",
+	"--set", "networkPolicy.enabled=true", "--set", "verify.enabled=true",
 }
 
 func TestChartFileCopies(t *testing.T) {

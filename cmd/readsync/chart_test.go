@@ -169,6 +169,9 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{[]string{"--set", "persistence.size=lots"}, "persistence.size: Does not match pattern"},
 		{[]string{"--set", "backfill.enabled=true", "--set", "backfill.parallelism=0"}, "backfill.parallelism: Must be greater than or equal to 1"},
 		{[]string{"--set", "backfill.spool.accessModes={ReadWriteSometimes}"}, "backfill.spool.accessModes.0 must be one of the following"},
+		{[]string{"--set", "verify.repair=sometimes"}, "verify.repair: Invalid type. Expected: boolean, given: string"},
+		{[]string{"--set", "verify.schedule="}, "verify.schedule: String length must be greater than or equal to 1"},
+		{[]string{"--set", "verify.resources.limit.memory=1Gi"}, "verify.resources: Additional property limit is not allowed"},
 		{[]string{"--set", "settings.LOG_LEVEL=debug"}, "settings: Additional property LOG_LEVEL is not allowed"},
 		{[]string{"--set", "settings.READSYNC_CONCURENCY=16"}, "settings: Additional property READSYNC_CONCURENCY is not allowed"},
 		{[]string{"--set", "settings.READSYNC_SHARD=0/2"}, "settings: Additional property READSYNC_SHARD is not allowed"},
@@ -292,6 +295,13 @@ func TestChartMatchesKustomize(t *testing.T) {
 	hc := find[corev1.PersistentVolumeClaim](t, h, "readsync-backfill-spools").Spec
 	compareContract(t, "backfill claim", kc, hc)
 	compareContract(t, "Role", find[rbacv1.Role](t, k, "readsync").Rules, find[rbacv1.Role](t, h, "readsync").Rules)
+	// The verify CronJob, labels aside (the chart's name its release).
+	kv := find[batchv1.CronJob](t, kustomizeBuild(t, k8sVerify), "readsync-verify").Spec
+	hv := find[batchv1.CronJob](t, helmTemplate(t, "readsync", "--set", "verify.enabled=true"), "readsync-verify").Spec
+	for _, v := range []*batchv1.CronJobSpec{&kv, &hv} {
+		v.JobTemplate.Labels, v.JobTemplate.Spec.Template.Labels = nil, nil
+	}
+	compareContract(t, "verify CronJob", kv, hv)
 	kb, hb := find[policyv1.PodDisruptionBudget](t, k, "readsync").Spec, find[policyv1.PodDisruptionBudget](t, h, "readsync").Spec
 	kb.Selector, hb.Selector = nil, nil // the chart's selects its release too; checkDisruptionBudget checks both
 	compareContract(t, "PodDisruptionBudget", kb, hb)

@@ -45,6 +45,7 @@ import (
 const (
 	k8sBase     = "../../deployments/k8s"
 	k8sBackfill = "../../deployments/k8s-backfill"
+	k8sVerify   = "../../deployments/k8s-verify"
 	helmChart   = "../../deployments/helm/readsync"
 	// k8sReplicas is the documented overlay that scales the base.
 	k8sReplicas = "testdata/k8s-replicas"
@@ -814,6 +815,11 @@ func checkLabels(t *testing.T, m manifests) {
 	for _, j := range all[batchv1.Job](m) {
 		if j.Spec.Template.Labels[appLabel] != "readsync" {
 			t.Errorf("%s: Job %s: pod template lacks %s: readsync", m.what, j.Name, appLabel)
+		}
+	}
+	for _, c := range all[batchv1.CronJob](m) {
+		if c.Spec.JobTemplate.Labels[appLabel] != "readsync" || c.Spec.JobTemplate.Spec.Template.Labels[appLabel] != "readsync" {
+			t.Errorf("%s: CronJob %s: Job or pod template lacks %s: readsync", m.what, c.Name, appLabel)
 		}
 	}
 }

@@ -60,7 +60,9 @@ func TestVersionInOnePlace(t *testing.T) {
 	t.Run("kustomize", func(t *testing.T) {
 		s := find[appsv1.StatefulSet](t, kustomizeBuild(t, k8sBase), "readsync")
 		j := find[batchv1.Job](t, kustomizeBuild(t, k8sBackfill), "readsync-backfill")
-		for what, image := range map[string]string{k8sBase: s.Spec.Template.Spec.Containers[0].Image, k8sBackfill: j.Spec.Template.Spec.Containers[0].Image} {
+		c := find[batchv1.CronJob](t, kustomizeBuild(t, k8sVerify), "readsync-verify")
+		for what, image := range map[string]string{k8sBase: s.Spec.Template.Spec.Containers[0].Image, k8sBackfill: j.Spec.Template.Spec.Containers[0].Image,
+			k8sVerify: c.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image} {
 			if !strings.HasSuffix(image, ":"+release) {
 				t.Errorf("kustomize build %s runs image %s, want the tag %s, the VERSION file's", what, image, release)
 			}

@@ -112,9 +112,10 @@ envFrom:
   value: ":9090"
 {{- end -}}
 
+{{/* The container's resources, given as the argument, and its security context. */}}
 {{- define "readsync.containerTail" -}}
 resources:
-  {{- toYaml .Values.resources | nindent 2 }}
+  {{- toYaml . | nindent 2 }}
 securityContext:
   runAsNonRoot: true
   runAsUser: 65532
