@@ -124,15 +124,7 @@ func TestChartVerifyPodRuns(t *testing.T) {
 
 	// A project's day row, gone from the day rollup.
 	p := projects[0].ID
-	if err := f.db.Conn.Exec(context.Background(), fmt.Sprintf("ALTER TABLE %s DELETE WHERE project_id = %d",
-		f.db.Table("project_read_day_rollup"), p)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the deletion", func() bool {
-		var n uint64
-		f.query(t, fmt.Sprintf("SELECT count() FROM system.mutations WHERE database = '%s' AND is_done = 0", f.db.Name), &n)
-		return n == 0
-	}, func() string { return "" })
+	f.deleteRows(t, "project_read_day_rollup", fmt.Sprintf("project_id = %d", p))
 	if code, out := runVerifyPod(t); code != exitFailed || !strings.Contains(out, fmt.Sprintf("  missing project_id=%d day=", p)) {
 		t.Errorf("the verify pod after a day row went missing: exit %d, want %d naming project %d:\n%s", code, exitFailed, p, out)
 	}

@@ -36,15 +36,7 @@ func TestVerifyFlag(t *testing.T) {
 
 	// The second day's row of one project, missing from the day rollup.
 	p := projects[1].ID
-	if err := f.db.Conn.Exec(context.Background(), fmt.Sprintf("ALTER TABLE %s DELETE WHERE project_id = %d AND day = toDate('2026-03-02')",
-		f.db.Table("project_read_day_rollup"), p)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the deletion", func() bool {
-		var n uint64
-		f.query(t, fmt.Sprintf("SELECT count() FROM system.mutations WHERE database = '%s' AND is_done = 0", f.db.Name), &n)
-		return n == 0
-	}, func() string { return "" })
+	f.deleteRows(t, "project_read_day_rollup", fmt.Sprintf("project_id = %d AND day = toDate('2026-03-02')", p))
 	code, stdout, _ = f.run(t, "--verify")
 	if want := fmt.Sprintf("  missing project_id=%d day=2026-03-02: want nft=", p); code != exitFailed || !strings.Contains(stdout, want) ||
 		!strings.Contains(stdout, "project_read_daily: DIFFERS: 1 rows missing, 0 extra, 0 wrong (of 8)") {
@@ -62,4 +54,19 @@ func TestVerifyFlag(t *testing.T) {
 	if code, stdout, _ := f.run(t, "--verify", "--since", time.Now().Add(-time.Hour).Format(time.RFC3339)); code != exitOK {
 		t.Errorf("--verify --since an hour ago: exit %d:\n%s", code, stdout)
 	}
+}
+
+// deleteRows deletes the rows of one of the fixture's tables that match
+// where, as an operator's mistake or a lost write would, and waits until
+// the deletion is done.
+func (f *fixture) deleteRows(t *testing.T, table, where string) {
+	t.Helper()
+	if err := f.db.Conn.Exec(context.Background(), fmt.Sprintf("ALTER TABLE %s DELETE WHERE %s", f.db.Table(table), where)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deletion from "+table, func() bool {
+		var n uint64
+		f.query(t, fmt.Sprintf("SELECT count() FROM system.mutations WHERE database = '%s' AND is_done = 0", f.db.Name), &n)
+		return n == 0
+	}, func() string { return "" })
 }
