@@ -14,19 +14,27 @@ import (
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
-func openTestSink(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB) {
+// openSink opens readsync's sink on dsn, closed when the test ends.
+func openSink(t *testing.T, dsn string, opts ...clickhouse.Option) *clickhouse.ClickHouse {
 	t.Helper()
-	db := sinktest.New(t)
-	dsn, err := chconn.ParseDSN(db.DSN)
+	d, err := chconn.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	ch, err := clickhouse.OpenClickHouse(ctx, dsn)
+	ch, err := clickhouse.OpenClickHouse(context.Background(), d, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
+	return ch
+}
+
+// openTestSink opens the sink on a fresh database, migrated.
+func openTestSink(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB) {
+	t.Helper()
+	db := sinktest.New(t)
+	ch := openSink(t, db.DSN)
+	ctx := context.Background()
 	// Twice: migrations must be idempotent.
 	for i := 0; i < 2; i++ {
 		if err := ch.Migrate(ctx); err != nil {

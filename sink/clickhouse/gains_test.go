@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
-	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -217,17 +216,9 @@ func TestGainsEqualBruteForce(t *testing.T) {
 // passes written after extend them exactly.
 func TestGainsFoldedAtUpgradeFrom0_2(t *testing.T) {
 	db := sinktest.New(t)
-	dsn, err := chconn.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	var logs bytes.Buffer
-	ch, err := clickhouse.OpenClickHouse(ctx, dsn, clickhouse.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
+	ch := openSink(t, db.DSN, clickhouse.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	if err := clickhouse.MigrateFirst(ctx, ch, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -338,19 +329,8 @@ func TestGainsOfABatchAroundAnExistingSnapshot(t *testing.T) {
 // every view equals its brute force.
 func TestUpgradeFrom0_3(t *testing.T) {
 	db := sinktest.New(t)
-	dsn, err := chconn.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	open := func() *clickhouse.ClickHouse {
-		ch, err := clickhouse.OpenClickHouse(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ch.Close() })
-		return ch
-	}
+	open := func() *clickhouse.ClickHouse { return openSink(t, db.DSN) }
 	if err := clickhouse.MigrateFirst(ctx, open(), 6); err != nil {
 		t.Fatal(err)
 	}

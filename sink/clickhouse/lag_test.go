@@ -17,16 +17,7 @@ import (
 // openCluster opens readsync's ClickHouse on a node of the cluster.
 func openCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
 	t.Helper()
-	d, err := chconn.ParseDSN(c.DSNs[node])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := clickhouse.OpenClickHouse(context.Background(), d, clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	return ch
+	return openSink(t, c.DSNs[node], clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
 }
 
 // A refresh that reads a replica behind its peer computes a snapshot's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -17,19 +16,7 @@ import (
 func TestMigratedWhenTheSchemaIsCurrent(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	open := func(dsn string) *clickhouse.ClickHouse {
-		t.Helper()
-		d, err := chconn.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch, err := clickhouse.OpenClickHouse(ctx, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { ch.Close() })
-		return ch
-	}
+	open := func(dsn string) *clickhouse.ClickHouse { return openSink(t, dsn) }
 	if err := open(db.DSN).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
-	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/spool"
@@ -395,16 +394,8 @@ func TestFoldPreviousRelease(t *testing.T) {
 			t.Fatalf("%v\n%s", err, stmt)
 		}
 	}
-	dsn, err := chconn.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var logs bytes.Buffer
-	ch, err := clickhouse.OpenClickHouse(ctx, dsn, clickhouse.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
+	ch := openSink(t, db.DSN, clickhouse.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 
 	// 0.1.0 wrote the history: its tables take the same
 	// INSERTs. Writing migrates, so the history goes in before.

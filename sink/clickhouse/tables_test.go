@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
-	"github.com/readsync/readsync/sink/chconn"
-	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 )
@@ -22,16 +20,8 @@ import (
 // description.
 func TestTablesRoundTripByColumnName(t *testing.T) {
 	db := sinktest.New(t)
-	dsn, err := chconn.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ch := openSink(t, db.DSN)
 	ctx := context.Background()
-	ch, err := clickhouse.OpenClickHouse(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
 
 	at := func(h int) time.Time { return time.Date(2026, 4, 5, h, 7, 8, 0, time.UTC) }
 	b := &sink.Batch{

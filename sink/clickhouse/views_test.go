@@ -105,14 +105,7 @@ func TestViewMessageReadLatest(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(want) {
-		t.Fatalf("message_read_latest has %d rows, want %d:\n got %+v\nwant %+v", len(got), len(want), got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
-		}
-	}
+	compareViewRows(t, "message_read_latest", got, want)
 }
 
 func TestViewProjectReadDaily(t *testing.T) {
@@ -163,8 +156,14 @@ func TestViewProjectReadDaily(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	compareViewRows(t, "project_read_daily", got, want)
+}
+
+// compareViewRows fails the test unless a view's rows are want, in order.
+func compareViewRows[R comparable](t *testing.T, view string, got, want []R) {
+	t.Helper()
 	if len(got) != len(want) {
-		t.Fatalf("project_read_daily has %d rows, want %d:\n got %+v\nwant %+v", len(got), len(want), got, want)
+		t.Fatalf("%s has %d rows, want %d:\n got %+v\nwant %+v", view, len(got), len(want), got, want)
 	}
 	for i := range want {
 		if got[i] != want[i] {
