@@ -104,3 +104,18 @@ func (c *Conn) QueryRow(ctx context.Context, query string, args ...any) driver.R
 func (c *Conn) PrepareBatch(ctx context.Context, query string) (driver.Batch, error) {
 	return c.conn.PrepareBatch(ctx, query)
 }
+
+// InsertRow sends an INSERT of one row, its columns' values in the order
+// query names them: a record of something done, such as a migration or a
+// reconcile.
+func (c *Conn) InsertRow(ctx context.Context, query string, values ...any) error {
+	b, err := c.conn.PrepareBatch(ctx, query)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Append(values...); err != nil {
+		return err
+	}
+	return b.Send()
+}

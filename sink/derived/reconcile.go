@@ -129,16 +129,8 @@ func (h *History) reconcileChanges(ctx context.Context) (ReconcileReport, error)
 	}
 	d := time.Since(start)
 	q := "INSERT INTO " + h.names.Table(schema.Reconciles) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
-	b, err := h.conn.PrepareBatch(h.conn.SyncInserts(ctx), q)
-	if err == nil {
-		err = b.Append(start.UTC(), rep.From, rep.To, uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed),
-			uint64(rep.Rewritten), uint64(d.Milliseconds()))
-		if err == nil {
-			err = b.Send()
-		} else {
-			b.Abort()
-		}
-	}
+	err = h.conn.InsertRow(h.conn.SyncInserts(ctx), q, start.UTC(), rep.From, rep.To, uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks),
+		uint64(rep.Refreshed), uint64(rep.Rewritten), uint64(d.Milliseconds()))
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: record it in %s: %w", schema.Reconciles, err)
 	}

@@ -85,10 +85,6 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 			return fmt.Errorf("refill %s: %w", r.Rollup, err)
 		}
 	}
-	pt, err = chconn.ProjectsExt("rebuilt", projects)
-	if err != nil {
-		return err
-	}
 	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(h.names, where)); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.DayRollup, err)
 	}

@@ -417,13 +417,6 @@ func checkTopology(ctx context.Context, c *chconn.Conn) error {
 
 // record notes in schema_migrations that mig has been applied.
 func record(ctx context.Context, c *chconn.Conn, mig migration, start time.Time, d time.Duration) error {
-	b, err := c.PrepareBatch(ctx, "INSERT INTO "+c.Names().Table(migrationsTable)+" (id, name, applied_at, duration_ms)")
-	if err != nil {
-		return err
-	}
-	defer b.Close()
-	if err := b.Append(mig.id, mig.name, start.UTC(), uint64(d.Milliseconds())); err != nil {
-		return err
-	}
-	return b.Send()
+	return c.InsertRow(ctx, "INSERT INTO "+c.Names().Table(migrationsTable)+" (id, name, applied_at, duration_ms)",
+		mig.id, mig.name, start.UTC(), uint64(d.Milliseconds()))
 }
