@@ -186,15 +186,17 @@ func (h *History) bruteCoverage(ctx context.Context, from uint32, rows viewRows)
 
 // bruteStep computes the rows of the snapshot views for projects.
 func (h *History) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
-	priors, err := h.brutePriors(ctx, projects, from)
-	if err != nil {
-		return err
-	}
-	schedules, err := h.bruteSchedules(ctx, projects, from)
-	if err != nil {
-		return err
-	}
+	// The group's projects, as external data for every read of the step.
 	pt, err := chconn.ProjectsExt("verified", projects)
+	if err != nil {
+		return err
+	}
+	ctx = chconn.WithExternal(ctx, pt)
+	priors, err := h.brutePriors(ctx, from)
+	if err != nil {
+		return err
+	}
+	schedules, err := h.bruteSchedules(ctx, from)
 	if err != nil {
 		return err
 	}
@@ -209,7 +211,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 		started bool
 	)
 	acc := newBruteAcc()
-	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads, &r.total, &r.percent); err != nil {
 			return err
@@ -237,15 +239,12 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 	return nil
 }
 
-// brutePriors returns each message's newest row before from.
-func (h *History) brutePriors(ctx context.Context, projects []int64, from uint32) (map[msgKey]bruteRow, error) {
+// brutePriors returns each message's newest row before from, for the
+// projects of ctx's external table "verified".
+func (h *History) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, error) {
 	out := map[msgKey]bruteRow{}
 	if from == 0 {
 		return out, nil
-	}
-	pt, err := chconn.ProjectsExt("verified", projects)
-	if err != nil {
-		return nil, err
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(tupleElement(newest, 1)), tupleElement(newest, 2), tupleElement(newest, 3)
 FROM
@@ -255,7 +254,7 @@ FROM
     WHERE %s AND snapshot_at < %s
     GROUP BY project_id, message_id
 )`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
-	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
 			return err
@@ -269,24 +268,19 @@ FROM
 	return out, nil
 }
 
-// bruteSchedules returns the schedule of each snapshot of projects from
-// from on that has one: its newest write's, else the one release 0.3.0
-// counted its missed ticks by (see gainschedules.go).
-func (h *History) bruteSchedules(ctx context.Context, projects []int64, from uint32) (map[gainTarget]string, error) {
+// bruteSchedules returns the schedule of each snapshot from from on, of
+// the projects of ctx's external table "verified", that has one: its
+// newest write's, else the one release 0.3.0 counted its missed ticks by
+// (see gainschedules.go).
+func (h *History) bruteSchedules(ctx context.Context, from uint32) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
-	for _, q := range []string{
-		"SELECT project_id, toUInt32(snapshot_at), argMax(schedule, version) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
-		"SELECT project_id, toUInt32(snapshot_at), any(schedule) FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
+	for _, src := range []struct{ table, schedule string }{
+		{schema.SnapshotsTable.Name(), "argMax(schedule, version)"},
+		{schema.LegacySchedules, "any(schedule)"},
 	} {
-		table := schema.SnapshotsTable.Name()
-		if strings.Contains(q, "any(") {
-			table = schema.LegacySchedules
-		}
-		pt, err := chconn.ProjectsExt("verified", projects)
-		if err != nil {
-			return nil, err
-		}
-		err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf(q, h.names.Table(table), chconn.InExt("project_id", "verified"), chconn.DateTime(from)),
+		q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), %s FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
+			src.schedule, h.names.Table(src.table), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+		err := chconn.QueryEach(ctx, h.conn, q,
 			func(rows driver.Rows) error {
 				var (
 					t gainTarget
@@ -301,7 +295,7 @@ func (h *History) bruteSchedules(ctx context.Context, projects []int64, from uin
 				return nil
 			})
 		if err != nil {
-			return nil, fmt.Errorf("read the snapshots' schedules from %s: %w", table, err)
+			return nil, fmt.Errorf("read the snapshots' schedules from %s: %w", src.table, err)
 		}
 	}
 	return out, nil
