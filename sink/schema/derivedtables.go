@@ -108,11 +108,26 @@ var legacySchedulesTable = tableDef{name: LegacySchedules, columns: []columnDef{
 // Reconciles is the name of reconcilesTable.
 const Reconciles = "reconciles"
 
-// reconcilesTable records each reconcile that completed: up to which
-// change time it read the changes (changes_to, the server's time when it
-// started), and what it found.
+// reconcilesTable records each reconcile step that completed: the
+// position in the change logs it read up to, and what it found. As
+// migration 7 created it, it records only changes_to, up to which
+// release 0.4.0 read every change (less 15 minutes); migration 8 adds the
+// columns of a step's exact position (reconcileColumnsSince8).
 var reconcilesTable = tableDef{name: Reconciles, columns: []columnDef{
 	{"started_at", "DateTime"}, {"changes_from", "DateTime"}, {"changes_to", "DateTime"},
 	{"changed_snapshots", "UInt64"}, {"changed_ticks", "UInt64"}, {"refreshed_snapshots", "UInt64"},
 	{"rewritten_gains", "UInt64"}, {"duration_ms", "UInt64"},
 }, layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(started_at)", orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
+
+// reconcileColumnsSince8 are the columns migration 8 adds to
+// reconcilesTable, in order: keyset, 1 for a step of this form, 0 for a
+// record of release 0.4.0; the step's position, with changes_to for the
+// snapshot change log's (its change time) and tick_changes_to for the
+// tick change log's; who ran it (a daemon process, empty for a one-off
+// command); and the changes that still waited after it.
+var reconcileColumnsSince8 = []columnDef{
+	{"keyset", "UInt8"},
+	{"cursor_project_id", "Int64"}, {"cursor_snapshot_at", "DateTime"},
+	{"tick_changes_to", "DateTime"}, {"tick_cursor_schedule", "String"}, {"tick_cursor_tick", "DateTime"},
+	{"owner", "String"}, {"pending_changes", "UInt64"},
+}

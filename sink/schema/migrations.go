@@ -101,5 +101,26 @@ func migrations() []migration {
 		{id: 7, name: "derived history that repairs itself", run: migrateDerived, creates: func(d ddl) []string {
 			return append(derivedTablesDDL(d), snapshotsViewDDL(d)...)
 		}},
+		// A reconcile in bounded steps: each records the exact position
+		// in the change logs it read up to, so that the next step reads
+		// each change once, whatever the size of what waits.
+		{id: 8, name: "reconcile in bounded steps", run: func(ctx context.Context, m *migrator) error {
+			after := "duration_ms"
+			for _, c := range reconcileColumnsSince8 {
+				if err := m.addColumn(ctx, Reconciles, c.name, c.typ, after); err != nil {
+					return err
+				}
+				after = c.name
+			}
+			return nil
+		}, creates: func(d ddl) []string {
+			var stmts []string
+			after := "duration_ms"
+			for _, c := range reconcileColumnsSince8 {
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", d.Local(Reconciles), d.OnCluster(), c.name, c.typ, after))
+				after = c.name
+			}
+			return stmts
+		}},
 	}
 }
