@@ -39,8 +39,9 @@ type Option func(*options)
 
 // options are what OpenClickHouse opens the connection with.
 type options struct {
-	topo chconn.Topology
-	log  *slog.Logger
+	topo    chconn.Topology
+	log     *slog.Logger
+	history []derived.Option
 }
 
 // WithTopology places the tables on a cluster (see chconn.Topology);
@@ -50,6 +51,13 @@ func WithTopology(t chconn.Topology) Option { return func(o *options) { o.topo =
 // WithLogger sets where migrations report their progress; by default
 // nowhere.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithReconcileSettle makes the reconcile read a change d after its time
+// rather than after the delay that makes sure it is visible (see
+// derived.History.Settle): for tests that write and reconcile in turn.
+func WithReconcileSettle(d time.Duration) Option {
+	return func(o *options) { o.history = append(o.history, derived.WithSettle(d)) }
+}
 
 // OpenClickHouse connects to the server the DSN names. It does not require
 // the DSN's database to exist: Migrate creates it, and every statement names
@@ -63,7 +71,7 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	if err != nil {
 		return nil, err
 	}
-	return &ClickHouse{conn: conn, history: derived.New(conn)}, nil
+	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...)}, nil
 }
 
 // Close closes the connections.

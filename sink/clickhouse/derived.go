@@ -10,14 +10,28 @@ import (
 )
 
 // Reconcile refreshes the derived rows of every project snapshot changed
-// since the last reconcile, and records that it did (see
-// derived.History.Reconcile). Concurrent calls, in this process or others,
-// are safe.
+// up to now, a bounded step at a time, recording how far it got (see
+// derived.History.Reconcile): what a one-off command runs before it exits.
+// Concurrent calls, in this process or others, are safe.
 func (c *ClickHouse) Reconcile(ctx context.Context) (derived.ReconcileReport, error) {
 	if err := c.ensureSchema(ctx); err != nil {
 		return derived.ReconcileReport{}, err
 	}
 	return c.history.Reconcile(ctx)
+}
+
+// ReconcileSettle is how long after its time the reconcile reads a
+// change (see derived.History.Settle).
+func (c *ClickHouse) ReconcileSettle() time.Duration { return c.history.Settle() }
+
+// ReconcileStep runs one bounded step of the reconcile as owner, a
+// daemon process's name (see derived.History.ReconcileStep): what the
+// daemon's reconcile loop runs.
+func (c *ClickHouse) ReconcileStep(ctx context.Context, owner string, limit int) (derived.StepReport, error) {
+	if err := c.ensureSchema(ctx); err != nil {
+		return derived.StepReport{}, err
+	}
+	return c.history.ReconcileStep(ctx, owner, limit)
 }
 
 // Verify compares every view with its brute force for the snapshots and

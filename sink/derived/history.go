@@ -10,6 +10,7 @@ package derived
 
 import (
 	"sync"
+	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
 )
@@ -20,9 +21,27 @@ type History struct {
 	conn  *chconn.Conn
 	names chconn.Names // names the database and the tables in it
 
-	// reconcileMu makes this process's reconciles run one at a time.
+	// settle, when positive, replaces the reconcile's settle delay (see
+	// Settle).
+	settle time.Duration
+
+	// reconcileMu makes this process's reconcile steps run one at a time.
 	reconcileMu sync.Mutex
 }
 
+// Option changes how a History works.
+type Option func(*History)
+
+// WithSettle makes the reconcile read a change d after its time, instead
+// of the delay that makes sure it is visible (see History.Settle): for
+// tests that write and reconcile in turn, one process at a time.
+func WithSettle(d time.Duration) Option { return func(h *History) { h.settle = d } }
+
 // New returns the History of the database of c.
-func New(c *chconn.Conn) *History { return &History{conn: c, names: c.Names()} }
+func New(c *chconn.Conn, opts ...Option) *History {
+	h := &History{conn: c, names: c.Names()}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}

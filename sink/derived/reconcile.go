@@ -3,6 +3,7 @@ package derived
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -17,37 +18,100 @@ import (
 // gains) are refreshed after each write, but a process killed between an
 // INSERT and its refresh, a refresh that read a replica behind its peer,
 // a process of an earlier release, or rows inserted by hand leave some
-// stale. Reconcile refreshes every project snapshot the server recorded
-// as changed (package schema's changes.go) since the last reconcile,
-// wherever the change came from, so that after it every view is again a
-// function of the stored history. readsync runs it after every pass and
-// when the daemon starts.
+// stale. The reconcile refreshes every project snapshot the server
+// recorded as changed (package schema's changes.go), wherever the change
+// came from, so that after it every view is again a function of the
+// stored history.
 //
-// Its cost is bounded by what changed, not by the history: a pass's own
-// writes (whose refresh it repeats, writing nothing when the rows are
-// current) and the few other changes. Each reconcile records the time up
-// to which it read the changes; the next one reads from there, less
-// reconcileOverlap, so that a change made visible late is still read: an
-// INSERT in flight when the reconcile started, or rows that reached a
-// replica late.
+// It works in steps. A step reads at most a bounded number of changes
+// after the position the step before recorded in the reconciles table,
+// in the order of the change logs' keys (change time, then project and
+// snapshot, or schedule and tick), refreshes what they touched and
+// records its own position: each change is read once, any backlog drains
+// a step at a time in memory bounded by the step, and a kill loses at
+// most the step it interrupts.
+//
+// A step reads only the changes older than its horizon, the server's
+// time less the settle delay: a change becomes visible to readers a
+// little after its time, when its INSERT block is written (on one
+// server), or once the replica read has fetched it (in cluster mode,
+// where no replica more than staleReplicaDelay behind is read). Past the
+// horizon, every change of a second is visible, and the position can
+// move over it for good.
 
-// reconcileOverlap is how far before the previous reconcile's end the
-// next one reads the changes again. In cluster mode a reconcile reads no
-// replica more than staleReplicaDelay behind its peers (see
-// readFreshReplicas), so a change becomes visible to it within that delay
-// of its time.
-const reconcileOverlap = 15 * time.Minute
+// DefaultStepChanges is how many project snapshot changes, and apart how
+// many tick changes, a step reads at most.
+const DefaultStepChanges = 5000
+
+// settleDelay is how long after its time a change is sure to be visible
+// on the server it was written to: its INSERT block has been written.
+const settleDelay = 10 * time.Second
 
 // staleReplicaDelay is the replication delay beyond which a reconcile
 // does not read a replica, in seconds.
 const staleReplicaDelay = 300
 
-// ReconcileReport says what a reconcile found and did.
-type ReconcileReport struct {
-	// From and To bound the times of the changes read.
-	From, To time.Time
-	// ChangedSnapshots and ChangedTicks are the project snapshots written
-	// and the cron ticks recorded in that span.
+// legacyOverlap is how far before its changes_to the next reconcile read
+// again after a reconcile of release 0.4.0, which kept no exact position.
+const legacyOverlap = 15 * time.Minute
+
+// Lease is how long after a daemon's step the other daemons leave the
+// steps to it: one process drains a backlog, and another takes over
+// within Lease when it stops.
+const Lease = 2 * time.Minute
+
+// Position is where a reconcile has read the change logs up to: the last
+// snapshot change and the last tick change read, by the logs' keys. A
+// log's zero position is before its first change.
+type Position struct {
+	Snapshots SnapshotChange
+	Ticks     TickChange
+}
+
+// SnapshotChange is a key of the snapshot change log. Open marks a
+// position before every change of its second (one from release 0.4.0's
+// record, or the start).
+type SnapshotChange struct {
+	ChangedAt  uint32
+	Project    int64
+	SnapshotAt uint32
+	Open       bool
+}
+
+// TickChange is a key of the tick change log; Open as in SnapshotChange.
+type TickChange struct {
+	ChangedAt uint32
+	Schedule  string
+	Tick      uint32
+	Open      bool
+}
+
+// after renders the condition that a change log's row comes after the
+// key (at, then the rest), with rest the condition on the same second.
+func after(at uint32, open bool, rest string) string {
+	if open {
+		return "changed_at >= " + chconn.DateTime(at)
+	}
+	return fmt.Sprintf("changed_at >= %s AND (changed_at > %s OR %s)", chconn.DateTime(at), chconn.DateTime(at), rest)
+}
+
+func (k SnapshotChange) after() string {
+	return after(k.ChangedAt, k.Open, fmt.Sprintf("project_id > %d OR (project_id = %d AND snapshot_at > %s)", k.Project, k.Project, chconn.DateTime(k.SnapshotAt)))
+}
+
+func (k TickChange) after() string {
+	return after(k.ChangedAt, k.Open, fmt.Sprintf("schedule > %s OR (schedule = %s AND tick > %s)",
+		chconn.QuoteString(k.Schedule), chconn.QuoteString(k.Schedule), chconn.DateTime(k.Tick)))
+}
+
+// StepReport says what a reconcile step found and did.
+type StepReport struct {
+	// From and To are the positions before and after the step.
+	From, To Position
+	// Horizon is the change time before which the step read changes.
+	Horizon time.Time
+	// ChangedSnapshots and ChangedTicks are the project snapshot changes
+	// and the tick changes the step read.
 	ChangedSnapshots, ChangedTicks int
 	// Refreshed counts the project snapshots whose derived rows were
 	// computed again: those changed, the later ones whose previous rows
@@ -56,68 +120,183 @@ type ReconcileReport struct {
 	// Rewritten counts the gains rows written because the stored ones
 	// were not current: 0 when every refresh after a write had landed.
 	Rewritten int
+	// CaughtUp says that no change older than the horizon waits.
+	CaughtUp bool
+	// Reached is the change time before which every change has been
+	// read: the horizon once caught up.
+	Reached time.Time
+	// Pending counts the change log rows after To, older than the
+	// horizon or not.
+	Pending uint64
+	// HeldBy names the daemon process whose step, within Lease, made this
+	// one leave the work to it; empty when the step ran.
+	HeldBy string
 }
 
-// Reconcile refreshes the derived rows of every project snapshot changed
-// since the last reconcile (see above), and records that it did.
-// Concurrent calls, in this process or others, are safe: a refresh of
-// what is current writes nothing that changes a view.
+// ReconcileReport says what a whole reconcile, its steps added up, found
+// and did.
+type ReconcileReport struct {
+	// From and To bound the times of the changes read.
+	From, To time.Time
+	// Steps counts the steps.
+	Steps int
+	// ChangedSnapshots, ChangedTicks, Refreshed and Rewritten add up the
+	// steps' (see StepReport).
+	ChangedSnapshots, ChangedTicks, Refreshed, Rewritten int
+}
+
+func (r *ReconcileReport) add(s StepReport) {
+	r.Steps++
+	r.ChangedSnapshots += s.ChangedSnapshots
+	r.ChangedTicks += s.ChangedTicks
+	r.Refreshed += s.Refreshed
+	r.Rewritten += s.Rewritten
+}
+
+// Reconcile reads every change recorded up to now and refreshes what
+// they touched, a step at a time: what a one-off command (a backfill, a
+// spool replay) runs before it exits, whatever a daemon does beside it.
+// The steps up to the horizon record their position; the changes after
+// it, too young to be sure that none of their second is missing, are
+// refreshed as well but not recorded, so that the daemon's next step
+// reads them again once settled.
 func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	for {
+		s, err := h.ReconcileStep(ctx, "", DefaultStepChanges)
+		rep.add(s)
+		if rep.Steps == 1 {
+			rep.From = s.Reached
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.To = s.Horizon
+		if s.CaughtUp {
+			break
+		}
+	}
+	pos, err := h.position(ctx)
+	if err != nil {
+		return rep, h.conn.Redact(err)
+	}
+	for {
+		s, err := h.step(h.readFreshReplicas(ctx), pos, math.MaxUint32, DefaultStepChanges)
+		rep.add(s)
+		if err != nil {
+			return rep, h.conn.Redact(fmt.Errorf("reconcile the changes of the last %s: %w", h.Settle(), err))
+		}
+		if s.CaughtUp {
+			return rep, nil
+		}
+		pos = s.To
+	}
+}
+
+// ReconcileStep runs one step (see above) and records it, as owner: a
+// daemon process's name, or empty for a one-off command. A daemon leaves
+// the step to another daemon whose step the reconciles table records
+// within Lease (HeldBy says whose); a one-off command always runs it.
+// Concurrent steps, in this process or others, are safe: a refresh of
+// what is current writes nothing that changes a view.
+func (h *History) ReconcileStep(ctx context.Context, owner string, limit int) (StepReport, error) {
 	h.reconcileMu.Lock()
 	defer h.reconcileMu.Unlock()
-	rep, err := h.reconcileChanges(h.readFreshReplicas(ctx))
+	ctx = h.readFreshReplicas(ctx)
+	rep, err := h.reconcileStep(ctx, owner, limit)
 	return rep, h.conn.Redact(err)
 }
 
-// reconcileChanges does Reconcile's work: it reads the changes recorded
-// since the last reconcile, refreshes what they touched, and records that
-// it did.
-func (h *History) reconcileChanges(ctx context.Context) (ReconcileReport, error) {
+func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (StepReport, error) {
 	start := time.Now()
-	var rep ReconcileReport
-	var now, last uint32
+	var rep StepReport
+	var now uint32
 	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
 		return rep, fmt.Errorf("reconcile: read the server's time: %w", err)
 	}
-	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(max(changes_to)) FROM "+h.names.Table(schema.Reconciles)).Scan(&last); err != nil {
-		return rep, fmt.Errorf("reconcile: read the last reconcile: %w", err)
+	if owner != "" {
+		holder, at, err := h.lastDaemonStep(ctx)
+		if err != nil {
+			return rep, err
+		}
+		if holder != "" && holder != owner && int64(now)-int64(at) < int64(Lease/time.Second) {
+			rep.HeldBy = holder
+			return rep, nil
+		}
 	}
-	from := uint32(0)
-	if overlap := uint32(reconcileOverlap / time.Second); last > overlap {
-		from = last - overlap
+	pos, err := h.position(ctx)
+	if err != nil {
+		return rep, err
 	}
-	rep.From, rep.To = sink.Time(from).Time(), sink.Time(now).Time()
+	horizon := now - uint32(h.Settle()/time.Second)
+	rep, err = h.step(ctx, pos, horizon, limit)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Pending, err = h.pending(ctx, rep.To); err != nil {
+		return rep, err
+	}
+	if rep.ChangedSnapshots+rep.ChangedTicks == 0 {
+		return rep, nil // nothing read: the recorded position stands
+	}
+	if err := h.recordStep(ctx, rep, owner, start); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+// step reads at most limit changes of each log after pos and before
+// horizon, and refreshes what they touched.
+func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit int) (StepReport, error) {
+	rep := StepReport{From: pos, To: pos, Horizon: sink.Time(horizon).Time()}
 	changed := chconn.SnapshotSet{}
-	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, toUInt32(snapshot_at) FROM %s WHERE changed_at >= %s",
-		h.names.Table(schema.SnapshotChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
-		var t gainTarget
-		if err := rows.Scan(&t.project, &t.at); err != nil {
+	q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, project_id, toUInt32(snapshot_at) AS s FROM %s
+WHERE %s AND changed_at < %s
+ORDER BY c, project_id, s
+LIMIT %d`, h.names.Table(schema.SnapshotChanges), pos.Snapshots.after(), chconn.DateTime(horizon), limit)
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		k := &rep.To.Snapshots
+		if err := rows.Scan(&k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
 			return err
 		}
-		changed.Add(t.project, t.at)
+		k.Open = false
+		changed.Add(k.Project, k.SnapshotAt)
+		rep.ChangedSnapshots++
 		return nil
 	})
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
 	}
 	ticks := map[string][]uint32{}
-	err = chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) AS t FROM %s WHERE changed_at >= %s ORDER BY schedule, t",
-		h.names.Table(schema.TickChanges), chconn.DateTime(from)), func(rows driver.Rows) error {
-		var (
-			s string
-			t uint32
-		)
-		if err := rows.Scan(&s, &t); err != nil {
+	q = fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, schedule, toUInt32(tick) AS t FROM %s
+WHERE %s AND changed_at < %s
+ORDER BY c, schedule, t
+LIMIT %d`, h.names.Table(schema.TickChanges), pos.Ticks.after(), chconn.DateTime(horizon), limit)
+	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		k := &rep.To.Ticks
+		if err := rows.Scan(&k.ChangedAt, &k.Schedule, &k.Tick); err != nil {
 			return err
 		}
-		ticks[s] = append(ticks[s], t)
+		k.Open = false
+		ticks[k.Schedule] = append(ticks[k.Schedule], k.Tick)
 		rep.ChangedTicks++
 		return nil
 	})
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
 	}
-	rep.ChangedSnapshots = changed.Len()
+	for _, ts := range ticks {
+		slices.Sort(ts)
+	}
+	snapsDone, ticksDone := rep.ChangedSnapshots < limit, rep.ChangedTicks < limit
+	rep.CaughtUp = snapsDone && ticksDone
+	rep.Reached = rep.Horizon
+	if !snapsDone {
+		rep.Reached = sink.Time(rep.To.Snapshots.ChangedAt).Time()
+	}
+	if t := sink.Time(rep.To.Ticks.ChangedAt).Time(); !ticksDone && t.Before(rep.Reached) {
+		rep.Reached = t
+	}
 	across, err := h.intervalsAcross(ctx, ticks)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: %w", err)
@@ -127,14 +306,110 @@ func (h *History) reconcileChanges(ctx context.Context) (ReconcileReport, error)
 	if err != nil {
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)
 	}
-	d := time.Since(start)
-	q := "INSERT INTO " + h.names.Table(schema.Reconciles) + " (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)"
-	err = h.conn.InsertRow(h.conn.SyncInserts(ctx), q, start.UTC(), rep.From, rep.To, uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks),
-		uint64(rep.Refreshed), uint64(rep.Rewritten), uint64(d.Milliseconds()))
-	if err != nil {
-		return rep, fmt.Errorf("reconcile: record it in %s: %w", schema.Reconciles, err)
-	}
 	return rep, nil
+}
+
+// position returns where the recorded steps have read up to: the
+// furthest position a step recorded in each log, or, before the first
+// step of this release, legacyOverlap before the last reconcile of
+// release 0.4.0, or the start.
+func (h *History) position(ctx context.Context) (Position, error) {
+	pos := Position{Snapshots: SnapshotChange{Open: true}, Ticks: TickChange{Open: true}}
+	table := h.names.Table(schema.Reconciles)
+	legacy := func(changesTo uint32) uint32 {
+		if overlap := uint32(legacyOverlap / time.Second); changesTo > overlap {
+			return changesTo - overlap
+		}
+		return 0
+	}
+	q := `SELECT keyset, toUInt32(changes_to), cursor_project_id, toUInt32(cursor_snapshot_at) FROM ` + table + `
+ORDER BY keyset DESC, changes_to DESC, cursor_project_id DESC, cursor_snapshot_at DESC LIMIT 1`
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		var keyset uint8
+		k := &pos.Snapshots
+		if err := rows.Scan(&keyset, &k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
+			return err
+		}
+		if k.Open = keyset == 0; k.Open {
+			*k = SnapshotChange{ChangedAt: legacy(k.ChangedAt), Open: true}
+		}
+		return nil
+	})
+	if err != nil {
+		return pos, fmt.Errorf("reconcile: read the position in %s: %w", schema.Reconciles, err)
+	}
+	q = `SELECT keyset, toUInt32(tick_changes_to), tick_cursor_schedule, toUInt32(tick_cursor_tick), toUInt32(changes_to) FROM ` + table + `
+ORDER BY keyset DESC, tick_changes_to DESC, tick_cursor_schedule DESC, tick_cursor_tick DESC, changes_to DESC LIMIT 1`
+	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		var (
+			keyset    uint8
+			changesTo uint32
+		)
+		k := &pos.Ticks
+		if err := rows.Scan(&keyset, &k.ChangedAt, &k.Schedule, &k.Tick, &changesTo); err != nil {
+			return err
+		}
+		if k.Open = keyset == 0; k.Open {
+			*k = TickChange{ChangedAt: legacy(changesTo), Open: true}
+		}
+		return nil
+	})
+	if err != nil {
+		return pos, fmt.Errorf("reconcile: read the position in %s: %w", schema.Reconciles, err)
+	}
+	return pos, nil
+}
+
+// lastDaemonStep returns the daemon process that recorded the latest
+// step, and the server's time when that step started.
+func (h *History) lastDaemonStep(ctx context.Context) (owner string, at uint32, err error) {
+	q := "SELECT owner, toUInt32(started_at) FROM " + h.names.Table(schema.Reconciles) + " WHERE keyset = 1 AND owner != '' ORDER BY started_at DESC LIMIT 1"
+	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error { return rows.Scan(&owner, &at) })
+	if err != nil {
+		return "", 0, fmt.Errorf("reconcile: read the latest step in %s: %w", schema.Reconciles, err)
+	}
+	return owner, at, nil
+}
+
+// pending counts the change log rows after pos.
+func (h *History) pending(ctx context.Context, pos Position) (uint64, error) {
+	var n uint64
+	q := fmt.Sprintf("SELECT (SELECT count() FROM %s WHERE %s) + (SELECT count() FROM %s WHERE %s)",
+		h.names.Table(schema.SnapshotChanges), pos.Snapshots.after(), h.names.Table(schema.TickChanges), pos.Ticks.after())
+	if err := h.conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		return 0, fmt.Errorf("reconcile: count the changes that wait: %w", err)
+	}
+	return n, nil
+}
+
+// recordStep records a step's position and what it did in the
+// reconciles table.
+func (h *History) recordStep(ctx context.Context, rep StepReport, owner string, start time.Time) error {
+	q := "INSERT INTO " + h.names.Table(schema.Reconciles) + ` (started_at, changes_from, changes_to, changed_snapshots, changed_ticks,
+ refreshed_snapshots, rewritten_gains, duration_ms, keyset, cursor_project_id, cursor_snapshot_at, tick_changes_to, tick_cursor_schedule,
+ tick_cursor_tick, owner, pending_changes)`
+	s, t := rep.To.Snapshots, rep.To.Ticks
+	err := h.conn.InsertRow(h.conn.SyncInserts(ctx), q, start.UTC(), sink.Time(rep.From.Snapshots.ChangedAt).Time(), sink.Time(s.ChangedAt).Time(),
+		uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed), uint64(rep.Rewritten), uint64(time.Since(start).Milliseconds()),
+		uint8(1), s.Project, sink.Time(s.SnapshotAt).Time(), sink.Time(t.ChangedAt).Time(), t.Schedule, sink.Time(t.Tick).Time(), owner, rep.Pending)
+	if err != nil {
+		return fmt.Errorf("reconcile: record the step in %s: %w", schema.Reconciles, err)
+	}
+	return nil
+}
+
+// Settle is how long after its time a step waits to read a change (see
+// above): settleDelay on one server, and staleReplicaDelay more in
+// cluster mode; or what WithSettle gave New.
+func (h *History) Settle() time.Duration {
+	switch {
+	case h.settle > 0:
+		return h.settle
+	case h.names.Clustered():
+		return settleDelay + staleReplicaDelay*time.Second
+	default:
+		return settleDelay
+	}
 }
 
 // intervalsAcross returns the project snapshots whose gains interval, by
