@@ -55,7 +55,7 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	prog := newProgress(a.log, a.stderr, len(names))
 	var reporter gosync.WaitGroup
 	reporter.Go(prog.run)
-	rep, err := a.runPass(passCtx, syncer, st.ch, sync.Pass{
+	rep, err := a.runPass(passCtx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
 		Trigger:    sync.TriggerBackfill,
@@ -65,6 +65,9 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	prog.close()
 	reporter.Wait()
 	prog.finish(rep)
+	if st.ch != nil {
+		a.reconcile(passCtx, st.ch)
+	}
 	if err != nil {
 		a.log.Error("backfill could not be recorded", "err", err)
 	}

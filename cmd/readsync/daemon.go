@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	gosync "sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -72,18 +77,18 @@ func (a *app) daemon(ctx context.Context) int {
 	passCtx, cancelPasses := withGrace(ctx, a.cfg.ShutdownGrace)
 	defer cancelPasses()
 
-	flusherDone := make(chan struct{})
-	go func() {
-		defer close(flusherDone)
-		a.flushLoop(ctx, st)
-	}()
+	// The background loops: the spool's replay, and the reconcile, which
+	// from the start catches up with whatever changed while readsync was
+	// down (a process killed between a write and its refresh, rows written
+	// by another) and then with each pass's writes. Neither holds a pass.
+	var background gosync.WaitGroup
+	background.Go(func() { a.flushLoop(ctx, st) })
+	reconciler := a.reconcileLoop(st.ch)
+	background.Go(func() { reconciler.Run(ctx) })
 
 	// Every tick is accounted for in sync_runs: those nobody ran while
-	// readsync was down are recorded before the first new one. Then the
-	// derived rows catch up with whatever changed meanwhile: a process
-	// killed between a write and its refresh, rows written by another.
+	// readsync was down are recorded before the first new one.
 	a.recordMissedTicks(ctx, st, schedules, sh)
-	a.reconcile(ctx, st.ch)
 
 	cl := cronLogger{a.log}
 	c := cron.New(
@@ -107,7 +112,10 @@ func (a *app) daemon(ctx context.Context) int {
 				return
 			}
 			defer running.Store(false)
-			a.cronPass(passCtx, syncer, st.ch, s, tick)
+			a.cronPass(passCtx, syncer, s, tick)
+			// The pass's writes are the reconcile's to check, in its own
+			// loop: the next tick never waits for it.
+			reconciler.Wake()
 		}))
 		names[id] = s.Name
 	}
@@ -123,7 +131,7 @@ func (a *app) daemon(ctx context.Context) int {
 	// Stop's context is done when running jobs return; passes cancelled at
 	// the end of the grace spool their rows and return promptly.
 	<-c.Stop().Done()
-	<-flusherDone
+	background.Wait()
 	a.log.Info("daemon stopped", "spool_entries", st.spool.Stats().Entries)
 	return exitOK
 }
@@ -213,7 +221,7 @@ func (a *app) readiness(st stores) func(context.Context) error {
 // before the schedule's next tick, so a slow upstream costs one snapshot
 // rather than piling passes up. It leaves the spool to flushLoop: new
 // snapshots come first.
-func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, ch *clickhouse.ClickHouse, s sync.Schedule, tick time.Time) {
+func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
 	if tick.IsZero() {
 		tick = time.Now()
 	}
@@ -239,7 +247,7 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, ch *clickhouse.
 		a.metrics.observeNothingOwed(s.Name)
 		return
 	}
-	_, err := a.runPass(ctx, syncer, ch, sync.Pass{
+	_, err := a.runPass(ctx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   s.Name,
 		Trigger:    sync.TriggerCron,
@@ -249,6 +257,43 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, ch *clickhouse.
 	if err != nil {
 		a.log.Error("pass could not be recorded", "schedule", s.Name, "err", err)
 	}
+}
+
+// reconcileLoop is the daemon's reconcile (see derived.Loop): steps of at
+// most derived.DefaultStepChanges changes, each with a budget of its own,
+// run once ClickHouse is migrated, as this process, whose steps other
+// daemons then leave to it.
+func (a *app) reconcileLoop(ch *clickhouse.ClickHouse) *derived.Loop {
+	return derived.NewLoop(derived.LoopConfig{
+		Steps:       ch,
+		Ready:       ch.Migrated,
+		Owner:       processName(),
+		Limit:       derived.DefaultStepChanges,
+		Settle:      ch.ReconcileSettle(),
+		Idle:        reconcileIdle,
+		StepTimeout: reconcileStepTimeout,
+		Log:         a.log,
+		Observe:     a.metrics.observeReconcileStep,
+	})
+}
+
+// The reconcile loop's timing: how long it waits, with no pass to wake it,
+// before it looks for changes written by others; and each step's budget,
+// within the lease another daemon gives the steps it records.
+const (
+	reconcileIdle        = time.Minute
+	reconcileStepTimeout = derived.Lease
+)
+
+// processName names this process in what it records for other processes
+// to read: its host (the pod's name on Kubernetes) and pid, which an
+// operator can look up, and a random part, which tells two processes of
+// one pid namespace apart.
+func processName() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // cronLogger routes the scheduler's messages into the process logger.

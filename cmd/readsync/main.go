@@ -269,22 +269,18 @@ func (a *app) spoolWaits(st stores) bool {
 	return true
 }
 
-// runPass runs one pass and records it in the metrics, then, when it
-// wrote to ClickHouse (ch, nil for a dry run), reconciles the derived rows
-// with what changed.
-func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, ch *clickhouse.ClickHouse, p sync.Pass) (sync.Report, error) {
+// runPass runs one pass and records it in the metrics.
+func (a *app) runPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sync.Report, error) {
 	start := time.Now()
 	rep, err := syncer.Run(ctx, p)
 	a.metrics.observePass(rep, time.Since(start))
-	if ch != nil {
-		a.reconcile(ctx, ch)
-	}
 	return rep, err
 }
 
 // reconcile refreshes the derived rows of whatever changed in the stored
-// history since the last reconcile (see clickhouse.ClickHouse.Reconcile). It
-// fails nothing: what it could not do, the next one does.
+// history up to now, a bounded step at a time (see
+// clickhouse.ClickHouse.Reconcile): what a one-off command does before it
+// exits. It fails nothing: what it could not do, the next reconcile does.
 func (a *app) reconcile(ctx context.Context, ch *clickhouse.ClickHouse) {
 	if !ch.Migrated() {
 		return // nothing was written: the rows went to the spool
@@ -293,10 +289,10 @@ func (a *app) reconcile(ctx context.Context, ch *clickhouse.ClickHouse) {
 	rep, err := ch.Reconcile(ctx)
 	a.metrics.observeReconcile(rep, err)
 	if err != nil {
-		a.log.Warn("derived history not reconciled; the next pass tries again", "err", err)
+		a.log.Warn("derived history not reconciled; the next reconcile tries again", "err", err)
 		return
 	}
-	a.log.Info("derived history reconciled", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
+	a.log.Info("derived history reconciled", "steps", rep.Steps, "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
 		"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "duration_ms", time.Since(start).Milliseconds())
 }
 

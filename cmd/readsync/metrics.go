@@ -47,6 +47,8 @@ type metrics struct {
 
 	reconciles         *prometheus.CounterVec
 	reconcileRewritten prometheus.Counter
+	reconcileReached   prometheus.Gauge
+	reconcilePending   prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -108,8 +110,16 @@ func newMetrics() *metrics {
 		}),
 		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "readsync_reconciles_total",
-			Help: "Reconciles of the derived rows with what changed in the stored history (after each pass and at start), by outcome (ok, error).",
+			Help: "Reconcile steps, each a bounded part of what changed in the stored history, by outcome: ok, error, or deferred (another daemon runs the steps).",
 		}, []string{"outcome"}),
+		reconcileReached: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "readsync_reconcile_reached_timestamp_seconds",
+			Help: "Unix time of change before which the reconcile has read every change, as of this process's last step; 0 before its first.",
+		}),
+		reconcilePending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "readsync_reconcile_pending_changes",
+			Help: "Changes recorded in the change logs that the reconcile has not read yet, as of this process's last step; 0 while another daemon runs the steps.",
+		}),
 		reconcileRewritten: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "readsync_reconcile_rewritten_total",
 			Help: "Rows of reads gained that a reconcile found stale or missing and wrote again: a write whose refresh did not run or read a stale replica, or rows written by another process or by hand.",
@@ -144,9 +154,9 @@ func newMetrics() *metrics {
 	}, func() float64 { return float64(m.shards.Load()) })
 	m.register(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
 		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, shards, shardsDeprecated, m.shardReadFailures, build, deliveredAt,
-		m.reconciles, m.reconcileRewritten,
+		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, outcome := range []string{"ok", "error"} {
+	for _, outcome := range []string{"ok", "error", "deferred"} {
 		m.reconciles.WithLabelValues(outcome)
 	}
 	for _, state := range []string{deliveryOK, deliveryRefused, deliveryUnavailable} {
@@ -249,14 +259,33 @@ func (m *metrics) observeShare(s share) {
 	m.shards.Store(s.Count)
 }
 
-// observeReconcile records a reconcile.
+// observeReconcile records the steps of a one-off command's reconcile;
+// the last failed when err is set.
 func (m *metrics) observeReconcile(rep derived.ReconcileReport, err error) {
+	ok := rep.Steps
 	if err != nil {
 		m.reconciles.WithLabelValues("error").Inc()
-		return
+		ok--
 	}
-	m.reconciles.WithLabelValues("ok").Inc()
+	m.reconciles.WithLabelValues("ok").Add(float64(max(ok, 0)))
 	m.reconcileRewritten.Add(float64(rep.Rewritten))
+}
+
+// observeReconcileStep records a step of the daemon's reconcile loop.
+func (m *metrics) observeReconcileStep(rep derived.StepReport, _ time.Duration, err error) {
+	switch {
+	case err != nil:
+		m.reconciles.WithLabelValues("error").Inc()
+	case rep.HeldBy != "":
+		m.reconciles.WithLabelValues("deferred").Inc()
+		// The daemon that runs the steps reports what waits.
+		m.reconcilePending.Set(0)
+	default:
+		m.reconciles.WithLabelValues("ok").Inc()
+		m.reconcileRewritten.Add(float64(rep.Rewritten))
+		m.reconcileReached.Set(float64(rep.Reached.Unix()))
+		m.reconcilePending.Set(float64(rep.Pending))
+	}
 }
 
 // observeNothingOwed records a tick at which the schedule had no names in
