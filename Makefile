@@ -97,7 +97,7 @@ lint: tools
 # The manifest tests render deployments/ with kustomize and helm and score
 # the chart with kube-score; the alert tests run Debian's promtool and
 # prometheus (package prometheus). They take each from PATH, where `make tools`
-# put it, and the READSYNC_REQUIRE_ variables make a missing one a failure.
+# put it; the variables that require them (below) make a missing one a failure.
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
 unit: tools
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \
