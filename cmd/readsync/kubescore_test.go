@@ -10,11 +10,7 @@ import (
 	"testing"
 )
 
-// kube-score's version, which .ci/run installs, for `go run` when none is
-// on PATH.
-const kubeScoreModule = "github.com/zegl/kube-score/cmd/kube-score@v1.20.0"
-
-var kubeScoreTool = newTool("kube-score", kubeScoreModule, "READSYNC_REQUIRE_KUBESCORE", "version")
+var kubeScoreTool = newTool("kube-score", "READSYNC_REQUIRE_KUBESCORE", "version")
 
 // kube-score's grades (its scorecard package): what it reports as a
 // warning or worse.

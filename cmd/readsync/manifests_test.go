@@ -48,13 +48,9 @@ const (
 	k8sVerify   = "../../deployments/k8s-verify"
 	helmChart   = "../../deployments/helm/readsync"
 	// k8sReplicas is the documented overlay that scales the base.
-	k8sReplicas = "testdata/k8s-replicas"
-	// The tools `go run` builds when none is on PATH; later versions need
-	// a newer Go than go.mod's.
-	kustomizeModule = "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1"
-	helmModule      = "helm.sh/helm/v3/cmd/helm@v3.16.4"
-	appLabel        = "app.kubernetes.io/name"
-	containerName   = "readsync"
+	k8sReplicas   = "testdata/k8s-replicas"
+	appLabel      = "app.kubernetes.io/name"
+	containerName = "readsync"
 )
 
 // secretRef says which Secret and keys the credentials come from; they
@@ -946,44 +942,35 @@ func helmRender(t *testing.T, release string, flags ...string) (manifests, error
 	return decodeManifests("helm "+strings.Join(args, " "), out)
 }
 
-// A tool the tests run: the one on PATH, else, when it has a module, the
-// pinned version through `go run`, which needs nothing in go.mod. required
-// names the variable that turns "cannot run" from a skip into a failure;
-// version is the argument that makes the tool say its version, which
-// tells that it runs.
+// A tool the tests run, from PATH: `make tools` installs the pinned
+// versions (scripts/tools.sh) and `make test` puts them first on PATH.
+// Nothing is built here, where a build would spend the tests' own time
+// limit. required names the variable that turns "cannot run" from a skip
+// into a failure; version is the argument that makes the tool say its
+// version, which tells that it runs.
 type toolSpec struct {
-	name, module, required, version string
-	find                            func() ([]string, error)
+	name, required, version string
+	find                    func() (string, error)
 }
 
 var (
-	kustomizeTool = newTool("kustomize", kustomizeModule, "READSYNC_REQUIRE_KUSTOMIZE", "version")
-	helmTool      = newTool("helm", helmModule, "READSYNC_REQUIRE_HELM", "version")
+	kustomizeTool = newTool("kustomize", "READSYNC_REQUIRE_KUSTOMIZE", "version")
+	helmTool      = newTool("helm", "READSYNC_REQUIRE_HELM", "version")
 )
 
-func newTool(name, module, required, version string) *toolSpec {
-	s := &toolSpec{name: name, module: module, required: required, version: version}
-	s.find = sync.OnceValues(func() ([]string, error) {
-		var candidates [][]string
-		var errs []error
-		if _, err := exec.LookPath(name); err == nil {
-			candidates = append(candidates, []string{name})
-		} else {
-			errs = append(errs, err)
+func newTool(name, required, version string) *toolSpec {
+	s := &toolSpec{name: name, required: required, version: version}
+	s.find = sync.OnceValues(func() (string, error) {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%w (make tools installs it)", err)
 		}
-		if module != "" {
-			candidates = append(candidates, []string{"go", "run", module})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, path, version).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s %s: %w: %s", path, version, err, bytes.TrimSpace(out))
 		}
-		for _, c := range candidates {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			out, err := exec.CommandContext(ctx, c[0], append(c[1:], version)...).CombinedOutput()
-			cancel()
-			if err == nil {
-				return c, nil
-			}
-			errs = append(errs, fmt.Errorf("%s: %w: %s", strings.Join(c, " "), err, bytes.TrimSpace(out)))
-		}
-		return nil, errors.Join(errs...)
+		return path, nil
 	})
 	return s
 }
@@ -992,8 +979,7 @@ func newTool(name, module, required, version string) *toolSpec {
 // its standard output; any failure fails the test.
 func tool(t *testing.T, s *toolSpec, dir string, args ...string) []byte {
 	t.Helper()
-	cmd := toolCommand(t, s)
-	out, err := runTool(cmd, dir, args...)
+	out, err := runTool(toolPath(t, s), dir, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1002,40 +988,34 @@ func tool(t *testing.T, s *toolSpec, dir string, args ...string) []byte {
 
 func toolOutput(t *testing.T, s *toolSpec, dir string, args ...string) ([]byte, error) {
 	t.Helper()
-	return runTool(toolCommand(t, s), dir, args...)
+	return runTool(toolPath(t, s), dir, args...)
 }
 
-func toolCommand(t *testing.T, s *toolSpec) []string {
+// toolPath returns the path of a tool that runs; when none does, it fails
+// the test if the tool's variable requires it, else skips it.
+func toolPath(t *testing.T, s *toolSpec) string {
 	t.Helper()
-	cmd, err := s.find()
+	path, err := s.find()
 	if err != nil {
 		if os.Getenv(s.required) == "1" {
 			t.Fatalf("%s cannot run, and %s=1:\n%v", s.name, s.required, err)
 		}
 		t.Skipf("%s cannot run (set %s=1 to fail instead):\n%v", s.name, s.required, err)
 	}
-	return cmd
+	return path
 }
 
-func runTool(cmd []string, dir string, args ...string) ([]byte, error) {
+func runTool(path, dir string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var stderr bytes.Buffer
-	c := exec.CommandContext(ctx, cmd[0], append(cmd[1:], args...)...)
-	if dir != "" {
-		// go run resolves the module from the directory; the tool's
-		// arguments are absolute or relative to the package either way.
-		abs, err := filepath.Abs(dir)
-		if err != nil {
-			return nil, err
-		}
-		c.Dir = abs
-	}
+	c := exec.CommandContext(ctx, path, args...)
+	c.Dir = dir
 	c.Stderr = &stderr
 	out, err := c.Output()
 	if err != nil {
 		// What it printed is returned too: helm lint reports on stdout.
-		return out, fmt.Errorf("%s %s: %w\n%s", strings.Join(cmd, " "), strings.Join(args, " "), err, stderr.String())
+		return out, fmt.Errorf("%s %s: %w\n%s", path, strings.Join(args, " "), err, stderr.String())
 	}
 	return out, nil
 }

@@ -207,7 +207,7 @@ type promServer struct {
 // target as job readsync and evaluates rules, both every promInterval.
 func startPrometheus(t *testing.T, rules monitoringv1.PrometheusRuleSpec, target string) *promServer {
 	t.Helper()
-	bin := toolCommand(t, prometheusTool)
+	bin := toolPath(t, prometheusTool)
 	dir := t.TempDir()
 	doc, err := kyaml.Marshal(rules)
 	if err != nil {
@@ -225,11 +225,11 @@ scrape_configs:
       - targets: [%[2]q]
 `, model.Duration(promInterval), target))
 	addr := freeLoopbackAddr(t)
-	cmd := exec.Command(bin[0], append(bin[1:],
+	cmd := exec.Command(bin,
 		"--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
-		"--log.level=warn")...)
+		"--log.level=warn")
 	p := &promServer{t: t, proc: startProcess(t, "prometheus", cmd), base: "http://" + addr}
 	eventually(t, "Prometheus ready", func() bool {
 		if p.proc.exited() {
@@ -404,7 +404,7 @@ func (p *promServer) onlyFired(from time.Time, what string, alerts ...string) {
 // until the new process is older than their threshold, though its
 // timestamps are 0 from its start.
 func TestAlertsInPrometheus(t *testing.T) {
-	toolCommand(t, prometheusTool) // skip before starting anything
+	toolPath(t, prometheusTool) // skip before starting anything
 	rules, err := scaledRules(shippedRules(t), timeScale)
 	if err != nil {
 		t.Fatalf("%s: %v", rulesFile, err)
