@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -267,7 +265,7 @@ func (a *app) reconcileLoop(ch *clickhouse.ClickHouse) *derived.Loop {
 	return derived.NewLoop(derived.LoopConfig{
 		Steps:       ch,
 		Ready:       ch.Migrated,
-		Owner:       processName(),
+		Owner:       a.reconcileOwner(),
 		Limit:       derived.DefaultStepChanges,
 		Settle:      ch.ReconcileSettle(),
 		Idle:        reconcileIdle,
@@ -285,15 +283,19 @@ const (
 	reconcileStepTimeout = derived.Lease
 )
 
-// processName names this process in what it records for other processes
-// to read: its host (the pod's name on Kubernetes) and pid, which an
-// operator can look up, and a random part, which tells two processes of
-// one pid namespace apart.
-func processName() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+// reconcileOwner names this daemon in the reconcile steps it records, for
+// the other daemons to leave the steps to it: its StatefulSet pod's name,
+// which a restarted pod keeps, so that it resumes at once rather than
+// wait out the lease of its earlier self; or its host's name. Two daemons
+// of one name both run steps, which costs work and nothing else.
+func (a *app) reconcileOwner() string {
+	if a.cfg.Member != nil {
+		return a.cfg.Member.Pod
+	}
+	if host, err := os.Hostname(); err == nil && host != "" {
+		return host
+	}
+	return "readsync"
 }
 
 // cronLogger routes the scheduler's messages into the process logger.

@@ -2,10 +2,15 @@ package clickhouse_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 // Rows that reach message_read_snapshots without readsync's refresh (a
@@ -60,4 +65,186 @@ func TestReconcileRefreshesWhatChanged(t *testing.T) {
 	if rep := reconcile(); rep.Rewritten != 0 {
 		t.Errorf("a second reconcile rewrote %d rows of what was current", rep.Rewritten)
 	}
+}
+
+// openSettled opens a second sink on db whose reconcile reads a change a
+// second after its time, migrated: for tests that write and then wait for
+// the steps.
+func openSettled(t *testing.T, db *sinktest.DB) *clickhouse.ClickHouse {
+	t.Helper()
+	ch := openSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second))
+	if err := ch.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// writeUnrefreshed writes n project snapshots, each project's at its own
+// time, straight into the tables, as a killed process or a hand INSERT
+// leaves them: changed, never refreshed. It returns the distinct project
+// snapshots written, and waits until they are older than the settle delay.
+func writeUnrefreshed(t *testing.T, db *sinktest.DB, h *history, projects int64, at time.Time) int {
+	t.Helper()
+	var all sink.Batch
+	n := 0
+	for p := int64(1); p <= projects; p++ {
+		for i := range 3 {
+			b := h.fetch(p, at.Add(time.Duration(i)*time.Hour), h.nextVersion())
+			all.Projects = append(all.Projects, b.Projects...)
+			all.Messages = append(all.Messages, b.Messages...)
+			all.Snapshots = append(all.Snapshots, b.Snapshots...)
+			n++
+		}
+	}
+	insertDirect(t, db, all)
+	time.Sleep(2100 * time.Millisecond) // the settle delay, in whole seconds
+	return n
+}
+
+// A backlog drains in steps of at most the limit, each from where the
+// one before ended: every change is read once, a step after the last
+// reads nothing, and every view equals its brute force.
+func TestReconcileStepsReadEachChangeOnce(t *testing.T) {
+	db := sinktest.New(t)
+	ch := openSettled(t, db)
+	ctx := context.Background()
+	h := newHistory(t, ch)
+	n := writeUnrefreshed(t, db, h, 20, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+
+	const limit = 7
+	read, steps := 0, 0
+	for {
+		rep, err := ch.ReconcileStep(ctx, "", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.ChangedSnapshots > limit {
+			t.Fatalf("a step read %d changes, over its limit of %d", rep.ChangedSnapshots, limit)
+		}
+		read += rep.ChangedSnapshots
+		steps++
+		if rep.CaughtUp {
+			if rep.Pending != 0 {
+				t.Errorf("caught up with %d changes waiting", rep.Pending)
+			}
+			break
+		}
+		if rep.Pending == 0 {
+			t.Errorf("step %d: not caught up, and nothing waits", steps)
+		}
+	}
+	if read != n || steps != n/limit+1 {
+		t.Errorf("%d steps read %d project snapshot changes, want %d steps reading each of %d once", steps, read, n/limit+1, n)
+	}
+	if rep, err := ch.ReconcileStep(ctx, "", limit); err != nil || rep.ChangedSnapshots != 0 || rep.Refreshed != 0 {
+		t.Errorf("a step after the backlog drained: %+v, %v; want nothing read", rep, err)
+	}
+	assertVerified(t, ch, time.Time{})
+}
+
+// Three daemons beside one backlog, as the pods of a StatefulSet: one
+// runs the steps and the others leave them to it, so the backlog is read
+// once (but for a step two may start together), and the views are right.
+func TestDaemonsShareOneBacklog(t *testing.T) {
+	db := sinktest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	chs := []*clickhouse.ClickHouse{openSettled(t, db), openSettled(t, db), openSettled(t, db)}
+	h := newHistory(t, chs[0])
+	n := writeUnrefreshed(t, db, h, 30, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+
+	const limit = 5
+	var loops sync.WaitGroup
+	deferred := make([]int, len(chs))
+	var mu sync.Mutex
+	for i, ch := range chs {
+		l := derived.NewLoop(derived.LoopConfig{Steps: ch, Ready: func() bool { return true }, Owner: fmt.Sprintf("readsync-%d", i),
+			Limit: limit, Settle: time.Second, Idle: 100 * time.Millisecond, StepTimeout: time.Minute,
+			Observe: func(rep derived.StepReport, _ time.Duration, err error) {
+				if err != nil {
+					t.Errorf("readsync-%d: step failed: %v", i, err)
+				}
+				if rep.HeldBy != "" {
+					mu.Lock()
+					deferred[i]++
+					mu.Unlock()
+				}
+			}})
+		loops.Go(func() { l.Run(ctx) })
+	}
+	stop := func() { cancel(); loops.Wait() }
+	defer stop()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var read, pending uint64
+		row := db.Conn.QueryRow(ctx, "SELECT sum(changed_snapshots), argMax(pending_changes, (changes_to, cursor_project_id, cursor_snapshot_at)) FROM "+
+			db.Table("reconciles")+" WHERE keyset = 1 AND changed_snapshots > 0")
+		if err := row.Scan(&read, &pending); err != nil {
+			t.Fatal(err)
+		}
+		if read >= uint64(n) && pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backlog of %d changes did not drain in two minutes: %d read, %d waiting", n, read, pending)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stop()
+
+	owners := sinktest.Lines(t, db.Conn, "SELECT owner FROM "+db.Table("reconciles")+" WHERE keyset = 1 AND changed_snapshots > 0 GROUP BY owner ORDER BY count() DESC")
+	var read uint64
+	if err := db.Conn.QueryRow(context.Background(), "SELECT sum(changed_snapshots) FROM "+db.Table("reconciles")+" WHERE keyset = 1").Scan(&read); err != nil {
+		t.Fatal(err)
+	}
+	if read > uint64(n+limit) {
+		t.Errorf("the daemons read %d changes of a backlog of %d: more than one step (%d) twice", read, n, limit)
+	}
+	if len(owners) == 0 {
+		t.Fatal("no step recorded")
+	}
+	var steps, others uint64
+	q := fmt.Sprintf("SELECT count(), countIf(owner != '%s') FROM %s WHERE keyset = 1 AND changed_snapshots > 0", owners[0], db.Table("reconciles"))
+	if err := db.Conn.QueryRow(context.Background(), q).Scan(&steps, &others); err != nil {
+		t.Fatal(err)
+	}
+	if others > 1 {
+		t.Errorf("%s ran %d of %d steps and the others %d: they did not leave the work to one", owners[0], steps-others, steps, others)
+	}
+	if deferred[0]+deferred[1]+deferred[2] == 0 {
+		t.Error("no daemon left a step to another")
+	}
+	assertVerified(t, chs[0], time.Time{})
+}
+
+// A database a release 0.4.0 reconciled holds records of its reconciles
+// without a position: the first step of this release reads from 15
+// minutes before the last one's end, as that release's next reconcile
+// would have, and no further back.
+func TestReconcileResumesFromARelease0_4Record(t *testing.T) {
+	db := sinktest.New(t)
+	ch := openSettled(t, db)
+	ctx := context.Background()
+	h := newHistory(t, ch)
+	n := writeUnrefreshed(t, db, h, 2, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+
+	// The last reconcile of 0.4.0 ended 5 minutes ago. Two changes by hand:
+	// one 30 minutes ago, which it read, and one 10 minutes ago, within
+	// its overlap.
+	exec := func(q string) {
+		t.Helper()
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	exec(fmt.Sprintf("INSERT INTO %s (started_at, changes_from, changes_to) SELECT now() - 300, now() - 3600, now() - 300", db.Table("reconciles")))
+	exec(fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT now() - 1800, 1, toDateTime('2026-03-01 04:00:00')", db.Table("snapshot_changes")))
+	exec(fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT now() - 600, 2, toDateTime('2026-03-01 04:00:00')", db.Table("snapshot_changes")))
+	rep, err := ch.ReconcileStep(ctx, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChangedSnapshots != n+1 {
+		t.Errorf("the first step read %d changes, want the %d written since and the one within the overlap", rep.ChangedSnapshots, n)
+	}
+	assertVerified(t, ch, time.Time{})
 }

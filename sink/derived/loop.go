@@ -126,6 +126,9 @@ func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
 		start := time.Now()
 		rep, err := l.cfg.Steps.ReconcileStep(sctx, l.cfg.Owner, l.cfg.Limit)
 		cancel()
+		if ctx.Err() != nil {
+			return 0, ctx.Err() // stopped, not failed: the step is lost, and resumed at the next start
+		}
 		l.cfg.Observe(rep, time.Since(start), err)
 		if err != nil {
 			return 0, err

@@ -210,25 +210,23 @@ func (h *History) ReconcileStep(ctx context.Context, owner string, limit int) (S
 func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (StepReport, error) {
 	start := time.Now()
 	var rep StepReport
-	var now uint32
+	var now uint32 // the server's: daemons compare their steps' times by it
 	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
 		return rep, fmt.Errorf("reconcile: read the server's time: %w", err)
-	}
-	if owner != "" {
-		holder, at, err := h.lastDaemonStep(ctx)
-		if err != nil {
-			return rep, err
-		}
-		if holder != "" && holder != owner && int64(now)-int64(at) < int64(Lease/time.Second) {
-			rep.HeldBy = holder
-			return rep, nil
-		}
 	}
 	pos, err := h.position(ctx)
 	if err != nil {
 		return rep, err
 	}
 	horizon := now - uint32(h.Settle()/time.Second)
+	if owner != "" {
+		var idle bool
+		if rep.HeldBy, idle, err = h.claim(ctx, owner, now, pos); rep.HeldBy != "" || idle || err != nil {
+			rep.From, rep.To, rep.CaughtUp = pos, pos, idle
+			rep.Horizon, rep.Reached = sink.Time(horizon).Time(), sink.Time(horizon).Time()
+			return rep, err
+		}
+	}
 	rep, err = h.step(ctx, pos, horizon, limit)
 	if err != nil {
 		return rep, err
@@ -239,7 +237,7 @@ func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (S
 	if rep.ChangedSnapshots+rep.ChangedTicks == 0 {
 		return rep, nil // nothing read: the recorded position stands
 	}
-	if err := h.recordStep(ctx, rep, owner, start); err != nil {
+	if err := h.recordStep(ctx, rep, owner, now, time.Since(start)); err != nil {
 		return rep, err
 	}
 	return rep, nil
@@ -360,10 +358,51 @@ ORDER BY keyset DESC, tick_changes_to DESC, tick_cursor_schedule DESC, tick_curs
 	return pos, nil
 }
 
-// lastDaemonStep returns the daemon process that recorded the latest
-// step, and the server's time when that step started.
+// claim returns the daemon that holds the steps, empty when it is owner:
+// the one that recorded the latest step within Lease. A daemon that does
+// not hold them but finds nobody does records a step that reads nothing
+// at pos and asks again, so that of several daemons starting together,
+// or outliving the holder together, one takes the steps; it claims them
+// only when changes wait after pos (idle says none did).
+func (h *History) claim(ctx context.Context, owner string, now uint32, pos Position) (holder string, idle bool, err error) {
+	for claimed := false; ; claimed = true {
+		holder, at, err := h.lastDaemonStep(ctx)
+		switch {
+		case err != nil:
+			return "", false, err
+		case holder == owner:
+			return "", false, nil
+		case holder != "" && int64(now)-int64(at) < int64(Lease/time.Second):
+			return holder, false, nil
+		case claimed:
+			// The claim is not read back (a replica behind): run the step,
+			// which costs no more than a step run twice.
+			return "", false, nil
+		}
+		if n, err := h.pending(ctx, pos); err != nil || n == 0 {
+			return "", err == nil, err
+		}
+		if err := h.recordStep(ctx, StepReport{From: pos, To: pos}, owner, now, 0); err != nil {
+			return "", false, err
+		}
+		// Claims made meanwhile by others are read back too.
+		select {
+		case <-ctx.Done():
+			return "", false, context.Cause(ctx)
+		case <-time.After(claimWait):
+		}
+	}
+}
+
+// claimWait is how long a daemon that claims the steps waits to read the
+// claims of the others: of those that land within it, one wins.
+const claimWait = time.Second
+
+// lastDaemonStep returns the daemon that recorded the latest step, and
+// the server's time when that step started.
 func (h *History) lastDaemonStep(ctx context.Context) (owner string, at uint32, err error) {
-	q := "SELECT owner, toUInt32(started_at) FROM " + h.names.Table(schema.Reconciles) + " WHERE keyset = 1 AND owner != '' ORDER BY started_at DESC LIMIT 1"
+	// Ties broken by name, so that every daemon names the same one.
+	q := "SELECT owner, toUInt32(started_at) FROM " + h.names.Table(schema.Reconciles) + " WHERE keyset = 1 AND owner != '' ORDER BY started_at DESC, owner DESC LIMIT 1"
 	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error { return rows.Scan(&owner, &at) })
 	if err != nil {
 		return "", 0, fmt.Errorf("reconcile: read the latest step in %s: %w", schema.Reconciles, err)
@@ -384,13 +423,13 @@ func (h *History) pending(ctx context.Context, pos Position) (uint64, error) {
 
 // recordStep records a step's position and what it did in the
 // reconciles table.
-func (h *History) recordStep(ctx context.Context, rep StepReport, owner string, start time.Time) error {
+func (h *History) recordStep(ctx context.Context, rep StepReport, owner string, started uint32, d time.Duration) error {
 	q := "INSERT INTO " + h.names.Table(schema.Reconciles) + ` (started_at, changes_from, changes_to, changed_snapshots, changed_ticks,
  refreshed_snapshots, rewritten_gains, duration_ms, keyset, cursor_project_id, cursor_snapshot_at, tick_changes_to, tick_cursor_schedule,
  tick_cursor_tick, owner, pending_changes)`
 	s, t := rep.To.Snapshots, rep.To.Ticks
-	err := h.conn.InsertRow(h.conn.SyncInserts(ctx), q, start.UTC(), sink.Time(rep.From.Snapshots.ChangedAt).Time(), sink.Time(s.ChangedAt).Time(),
-		uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed), uint64(rep.Rewritten), uint64(time.Since(start).Milliseconds()),
+	err := h.conn.InsertRow(h.conn.SyncInserts(ctx), q, sink.Time(started).Time(), sink.Time(rep.From.Snapshots.ChangedAt).Time(), sink.Time(s.ChangedAt).Time(),
+		uint64(rep.ChangedSnapshots), uint64(rep.ChangedTicks), uint64(rep.Refreshed), uint64(rep.Rewritten), uint64(d.Milliseconds()),
 		uint8(1), s.Project, sink.Time(s.SnapshotAt).Time(), sink.Time(t.ChangedAt).Time(), t.Schedule, sink.Time(t.Tick).Time(), owner, rep.Pending)
 	if err != nil {
 		return fmt.Errorf("reconcile: record the step in %s: %w", schema.Reconciles, err)
