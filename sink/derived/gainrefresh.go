@@ -195,10 +195,7 @@ func (h *History) addSuccessors(ctx context.Context, targets, written chconn.Sna
 	if err != nil {
 		return err
 	}
-	left := fmt.Sprintf("SELECT project_id, message_id, snapshot_at\nFROM %s\nWHERE %s AND snapshot_at >= %s",
-		h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
-	right := "SELECT project_id, snapshot_at AS written_at\nFROM later_snapshots"
-	q = fmt.Sprintf(nextSnapshotsSQL, schema.Join("ALL INNER", left, right, "project_id"))
+	q = fmt.Sprintf(nextSnapshotsSQL, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, lp, lt), h.conn, q, func(rows driver.Rows) error {
 		var (
 			p    int64
@@ -217,23 +214,22 @@ func (h *History) addSuccessors(ctx context.Context, targets, written chconn.Sna
 }
 
 // nextSnapshotsSQL selects, from the rows of each project from its
-// earliest written snapshot on joined to its written snapshots, the next
-// snapshot after each written one of each message listed there: one pass
-// over the rows, aggregated per message and written snapshot.
+// earliest written snapshot on, the next snapshot after each written one
+// of each message listed there: each message's snapshots in order, paired
+// with the one after, kept where the first is a written snapshot. Its
+// cost is the rows read, however many of a project's snapshots were
+// written (a join of the rows to the written snapshots would cost their
+// product: a backfill of a project's past is many of both).
 const nextSnapshotsSQL = `SELECT DISTINCT project_id, toUInt32(next_at)
 FROM
 (
-    SELECT
-        project_id,
-        message_id,
-        written_at,
-        minIf(snapshot_at, snapshot_at > written_at) AS next_at,
-        countIf(snapshot_at = written_at) AS listed
+    SELECT project_id, arraySort(groupUniqArray(snapshot_at)) AS ats
     FROM %s
-    WHERE snapshot_at >= written_at
-    GROUP BY project_id, message_id, written_at
+    WHERE %s AND snapshot_at >= %s
+    GROUP BY project_id, message_id
 )
-WHERE listed > 0 AND toUInt32(next_at) > toUInt32(written_at)`
+ARRAY JOIN arrayPopBack(ats) AS at, arrayPopFront(ats) AS next_at
+WHERE (project_id, at) GLOBAL IN (SELECT project_id, snapshot_at FROM later_snapshots)`
 
 // computeGains computes the gain rows of targets. Projects whose targets
 // fall on the same days are read together, in one window from their
