@@ -21,6 +21,12 @@ BENCH_LATENCY      ?= 20ms
 BENCH_CONCURRENCY  ?= 16
 BENCH_BIG_MESSAGES ?= 300000
 # The tools the tests and `make lint` run (kustomize, helm, kube-score,
+# The backlog of `make bench-catchup`: the "Repairs that always finish" issue's, by default.
+BENCH_CATCHUP_PROJECTS ?= 400
+BENCH_CATCHUP_MESSAGES ?= 50
+BENCH_CATCHUP_ROWS     ?= 10000000
+BENCH_CATCHUP_PASSES   ?= 6
+
 # staticcheck) are pinned in scripts/tools.sh, which `make tools` has install
 # them into this directory; every recipe finds them there first.
 TOOLS_BIN := $(shell scripts/tools.sh bin)
@@ -40,7 +46,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -146,6 +152,13 @@ bench-bi:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-bi: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchbi -dsn "$$dsn" -projects $(BENCH_BI_PROJECTS) -messages $(BENCH_BI_MESSAGES) \
 		-days $(BENCH_BI_DAYS) -passes-per-day $(BENCH_BI_PASSES)
+
+## bench-catchup: a backlog of earlier snapshots inserted by hand, and the reconcile that drains it.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench-catchup: build
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-catchup: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/benchcatchup -dsn "$$dsn" -bin $(BIN)/readsync -projects $(BENCH_CATCHUP_PROJECTS) \
+		-messages $(BENCH_CATCHUP_MESSAGES) -rows $(BENCH_CATCHUP_ROWS) -passes $(BENCH_CATCHUP_PASSES)
 
 ## bench-go: per-message Go benchmarks of list decoding and row building.
 bench-go:

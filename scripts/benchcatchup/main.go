@@ -1,0 +1,282 @@
+// Command benchcatchup measures how the reconcile drains a backlog, as the
+// "Repairs that always finish" issue defines it. In a scratch database
+// migrated by readsync, it writes one pass of projects × messages through
+// readsync's sink, then inserts by hand, in one INSERT … SELECT, the
+// requested count of earlier snapshots of those messages, a minute apart
+// (what an import of another exporter's history, a long outage's replay or
+// a backfill of past days leave). It then runs the readsync binary with
+// --flush-spool and an empty spool, which reconciles everything that
+// changed before it exits, and prints its wall time, the rows and project
+// snapshots it caught up with per second, its steps, and the binary's peak
+// RSS. Last, it writes passes back to back as a daemon on `@every 1m`
+// would, and prints the changes each pass's reconcile read.
+//
+// Usage (make bench-catchup runs it):
+//
+//	go run ./scripts/benchcatchup -dsn clickhouse://default:@127.0.0.1:19000/default -bin bin/readsync
+//	    [-projects 400 -messages 50 -rows 10000000 -passes 6]
+//
+// It measures and asserts nothing: the exit code is 0 when every step ran.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	chsink "github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/derived"
+)
+
+type options struct {
+	dsn      string
+	database string
+	bin      string
+	projects int
+	messages int
+	rows     int
+	passes   int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("benchcatchup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dsn, "dsn", "clickhouse://default:@127.0.0.1:19000/default", "ClickHouse native DSN (its database is ignored)")
+	fs.StringVar(&o.database, "database", "readsync_bench_catchup", "scratch database, dropped first")
+	fs.StringVar(&o.bin, "bin", "bin/readsync", "the readsync binary whose catch-up is measured")
+	fs.IntVar(&o.projects, "projects", 400, "projects")
+	fs.IntVar(&o.messages, "messages", 50, "messages per project")
+	fs.IntVar(&o.rows, "rows", 10_000_000, "earlier snapshot rows inserted by hand: the backlog")
+	fs.IntVar(&o.passes, "passes", 6, "passes written after the catch-up, a minute apart in snapshot time")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		return 2
+	}
+	if err := bench(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "bench-catchup: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// bench is the whole measurement.
+func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	opts, err := clickhouse.ParseDSN(o.dsn)
+	if err != nil {
+		return fmt.Errorf("-dsn: %w", err)
+	}
+	opts.Auth.Database = ""
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return fmt.Errorf("open ClickHouse: %w", err)
+	}
+	defer conn.Close()
+	var release string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&release); err != nil {
+		return fmt.Errorf("ClickHouse server version: %w", err)
+	}
+	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+o.database+"`"); err != nil {
+		return fmt.Errorf("drop the scratch database: %w", err)
+	}
+	dsn := strings.TrimSuffix(o.dsn, "/"+lastPath(o.dsn)) + "/" + o.database
+	d, err := chconn.ParseDSN(dsn)
+	if err != nil {
+		return err
+	}
+	ch, err := chsink.OpenClickHouse(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	if err := writePass(ctx, ch, o, t0); err != nil {
+		return err
+	}
+	if _, err := ch.Reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile the first pass: %w", err)
+	}
+	perMessage := max(o.rows/(o.projects*o.messages), 1)
+	fmt.Fprintf(stderr, "bench-catchup: inserting %d earlier snapshots of each of %d messages by hand …\n", perMessage, o.projects*o.messages)
+	start := time.Now()
+	if err := importHistory(ctx, conn, o.database, perMessage); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "bench-catchup: inserted in %s\n", time.Since(start).Round(time.Millisecond))
+	rows := uint64(perMessage * o.projects * o.messages)
+	snapshots := uint64(perMessage * o.projects)
+	// As a daemon finds it: settled, so that the steps record it all.
+	time.Sleep(ch.ReconcileSettle() + 1100*time.Millisecond)
+
+	wall, rss, err := catchUp(ctx, o, dsn, stderr)
+	if err != nil {
+		return err
+	}
+	var steps, stepMS, maxMS uint64
+	q := "SELECT count(), sum(duration_ms), max(duration_ms) FROM `" + o.database + "`.reconciles WHERE changed_snapshots + changed_ticks > 0"
+	if err := conn.QueryRow(ctx, q).Scan(&steps, &stepMS, &maxMS); err != nil {
+		return fmt.Errorf("read the steps: %w", err)
+	}
+	fmt.Fprintf(stdout, "ClickHouse %s: a backlog of %d snapshot rows (%d project snapshots) inserted by hand beside %d projects × %d messages\n\n",
+		release, rows, snapshots, o.projects, o.messages)
+	fmt.Fprintf(stdout, "catch-up (readsync --flush-spool): %s, %.0f rows/s, %.0f project snapshots/s\n", wall.Round(100*time.Millisecond),
+		float64(rows)/wall.Seconds(), float64(snapshots)/wall.Seconds())
+	fmt.Fprintf(stdout, "steps recorded: %d, %.0f ms each on average, %d ms the longest\n", steps, float64(stepMS)/float64(max(steps, 1)), maxMS)
+	fmt.Fprintf(stdout, "peak RSS of the binary: %.0f MiB\n\n", float64(rss)/1024)
+	return passes(ctx, ch, o, t0, stdout)
+}
+
+// writePass writes one pass of every project at at through readsync's
+// sink, which refreshes what it wrote.
+func writePass(ctx context.Context, ch *chsink.ClickHouse, o options, at time.Time) error {
+	ts, version := sink.TimeOf(at), uint64(at.UnixNano())
+	b := &sink.Batch{Schedule: "bench"}
+	for p := int64(1); p <= int64(o.projects); p++ {
+		b.Projects = append(b.Projects, sink.Project{ID: p, NFT: fmt.Sprintf("p%d.dmail", p), CreateAt: ts, FetchedAt: ts, Version: version})
+		for m := int64(0); m < int64(o.messages); m++ {
+			reads := uint64(at.Unix()/60) % 1000
+			b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p, MessageID: p*1_000_000 + m, SnapshotAt: ts, FetchedAt: ts,
+				ReadCount: reads, Total: 1000, Percent: float64(reads) / 10, Version: version + uint64(p)})
+		}
+	}
+	if err := ch.Write(ctx, b); err != nil {
+		return fmt.Errorf("write a pass at %s: %w", at.Format(time.RFC3339), err)
+	}
+	return nil
+}
+
+// importHistory inserts perMessage earlier snapshots of every message of
+// the first pass, a minute apart before it, in one INSERT … SELECT.
+func importHistory(ctx context.Context, conn driver.Conn, database string, perMessage int) error {
+	table := "`" + database + "`.message_read_snapshots"
+	var cols []string
+	rows, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = ? AND table = 'message_read_snapshots'", database)
+	if err != nil {
+		return fmt.Errorf("read the columns: %w", err)
+	}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return err
+		}
+		cols = append(cols, c)
+	}
+	rows.Close()
+	exprs := make([]string, len(cols))
+	for i, c := range cols {
+		switch c {
+		case "snapshot_at":
+			exprs[i] = "toDateTime(toUInt32(snapshot_at) - (number + 1) * 60)"
+		case "read_count":
+			exprs[i] = "toUInt64(read_count * 1000 / (number + 1000))"
+		default:
+			exprs[i] = c
+		}
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s ARRAY JOIN range(%d) AS number",
+		table, strings.Join(cols, ", "), strings.Join(exprs, ", "), table, perMessage)
+	if err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("insert the backlog: %w", err)
+	}
+	return nil
+}
+
+// catchUp runs the binary with --flush-spool and an empty spool, and
+// returns its wall time and peak RSS in KiB.
+func catchUp(ctx context.Context, o options, dsn string, stderr io.Writer) (time.Duration, int64, error) {
+	dir, err := os.MkdirTemp("", "bench-catchup")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer os.RemoveAll(dir)
+	schedules := filepath.Join(dir, "schedules.yaml")
+	if err := os.WriteFile(schedules, []byte("schedules:\n  - name: bench\n    cron: \"@every 1m\"\n    nft_names: [p1.dmail]\n"), 0o644); err != nil {
+		return 0, 0, err
+	}
+	cmd := exec.CommandContext(ctx, o.bin, "--flush-spool")
+	cmd.Env = []string{
+		"READSYNC_CLICKHOUSE_DSN=" + dsn,
+		"READSYNC_SPOOL_DIR=" + filepath.Join(dir, "spool"),
+		"READSYNC_SCHEDULES_FILE=" + schedules,
+		// Not reached: the catch-up reads only ClickHouse.
+		"READSYNC_API_BASE_URL=http://127.0.0.1:9",
+		"READSYNC_CLIENT_ID=bench",
+		"READSYNC_CLIENT_SECRET=bench",
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	fmt.Fprintf(stderr, "bench-catchup: %s --flush-spool …\n", o.bin)
+	start := time.Now()
+	err = cmd.Run()
+	wall := time.Since(start)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%s --flush-spool: %w\n%s", o.bin, err, out.String())
+	}
+	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if ru == nil {
+		return wall, 0, nil
+	}
+	return wall, ru.Maxrss, nil
+}
+
+// passes writes o.passes passes a minute apart in snapshot time, as a
+// daemon on `@every 1m` would, and after each runs the reconcile steps
+// once the pass's changes have settled: it prints what each read.
+func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time, w io.Writer) error {
+	if o.passes == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "passes at @every 1m of %d projects, then the reconcile steps after each:\n", o.projects)
+	fmt.Fprintf(w, "%6s %22s %12s %10s\n", "pass", "snapshot changes read", "refreshed", "ms")
+	for i := 1; i <= o.passes; i++ {
+		if err := writePass(ctx, ch, o, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+			return err
+		}
+		// The steps read a change once it is older than the settle delay.
+		time.Sleep(ch.ReconcileSettle() + 1100*time.Millisecond)
+		start := time.Now()
+		var read, refreshed int
+		for {
+			rep, err := ch.ReconcileStep(ctx, "bench", derived.DefaultStepChanges)
+			if err != nil {
+				return fmt.Errorf("reconcile after pass %d: %w", i, err)
+			}
+			read += rep.ChangedSnapshots
+			refreshed += rep.Refreshed
+			if rep.CaughtUp {
+				break
+			}
+		}
+		fmt.Fprintf(w, "%6d %22d %12d %10d\n", i, read, refreshed, time.Since(start).Milliseconds())
+	}
+	return nil
+}
+
+// lastPath is the database a DSN names.
+func lastPath(dsn string) string { return dsn[strings.LastIndex(dsn, "/")+1:] }
