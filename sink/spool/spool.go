@@ -217,6 +217,10 @@ func (s *Spool) Close() error {
 // Dir is the spool's directory.
 func (s *Spool) Dir() string { return s.dir }
 
+// QuarantineDir is the folder of the spool's directory that holds the
+// entries moved aside (see Flush).
+func (s *Spool) QuarantineDir() string { return filepath.Join(s.dir, quarantineDir) }
+
 // Inspection is what Inspect found in a spool directory.
 type Inspection struct {
 	// Exists is false for a directory Open has yet to create.
