@@ -24,8 +24,8 @@ const QuarantineAfter = 3
 // for this time: a refusal every entry meets (every table dropped by hand,
 // a view of the user's that throws on every row) concerns the database
 // more likely than the entries, and trying each entry at every flush
-// would read the whole spool for nothing. Entries refused before are
-// tried after the others, so the next flush reaches other entries.
+// would read the whole spool for nothing. Entries refused fewer times go
+// first (see flush.order), so the next flush reaches other entries.
 const refusedInARow = 3
 
 // Flush replays the entries into t and deletes each one after t accepted
@@ -35,14 +35,14 @@ const refusedInARow = 3
 // Entries go oldest first, except those the database refused before for
 // what they hold, which go after the others, those refused fewer times
 // first: every table keeps the highest version of each row, so the order
-// of delivery does not change what the tables hold. An outage, or a refusal every write meets
-// (a login, a right, a setting: see sink.RefusedForContent), stops the
-// flush, leaving the entry and those behind it for the next one. A refusal
-// of an entry for what it holds counts against it and the flush goes on
-// with the next, up to refusedInARow in a row. An entry refused
-// QuarantineAfter times, once the database was seen to take another entry
-// since its first refusal, is moved aside (see quarantine), as is an entry
-// that cannot be decoded.
+// of delivery does not change what the tables hold. An outage, or a
+// refusal every write meets (a login, a right, a setting: see
+// sink.RefusedForContent), stops the flush, leaving the entry and those
+// behind it for the next one. A refusal of an entry for what it holds
+// counts against it and the flush goes on with the next, up to
+// refusedInARow in a row. An entry refused QuarantineAfter times, once the
+// database was seen to take another entry since its first refusal, is
+// moved aside (see quarantine), as is an entry that cannot be decoded.
 func (s *Spool) Flush(ctx context.Context, t sink.Writer) (int, error) {
 	s.flushMu.Lock()
 	defer s.flushMu.Unlock()
@@ -54,8 +54,9 @@ func (s *Spool) Flush(ctx context.Context, t sink.Writer) (int, error) {
 	err = f.replay(ctx, f.order(names))
 	f.judge()
 	if serr := s.saveRefusals(f.refusals, names); serr != nil {
-		// Counts lost make an entry wait longer for quarantine, no more.
-		s.log.Warn("spool refusal counts not saved; they start again", "dir", s.dir, "err", serr)
+		// The refusals of this flush go uncounted: an entry waits one
+		// flush longer for quarantine, no more.
+		s.log.Warn("spool refusal counts not saved", "dir", s.dir, "err", serr)
 	}
 	if f.done > 0 {
 		if err := syncDir(s.dir); err != nil {
