@@ -27,13 +27,30 @@ func Refused(err error) (fix string, ok bool) {
 	if transient[ex.Code] {
 		return "", false
 	}
-	if f, ok := fixes[ex.Code]; ok {
-		return f, true
+	if k, ok := known[ex.Code]; ok {
+		return k.fix, true
 	}
 	return "see the server's message above; readsync spools rows until the server takes them", true
 }
 
-// The fixes readsync can name, by exception code.
+// RefusedForContent reports whether err is a refusal that may concern what
+// the write held rather than the server: a refusal (see Refused) other
+// than those every write meets whatever it holds (a login, a right, a
+// statement, setting or database the server does not know). A value the
+// server cannot convert, a table or column dropped by hand, a view of the
+// user's that throws on some rows: the server may take other writes
+// meanwhile. The spool moves such an entry aside once it has proof of
+// that (see package spool).
+func RefusedForContent(err error) bool {
+	if _, ok := Refused(err); !ok {
+		return false
+	}
+	var ex *clickhouse.Exception
+	errors.As(err, &ex)
+	return !known[ex.Code].everyWrite
+}
+
+// The fixes readsync can name.
 const (
 	fixRights = "the ClickHouse user of READSYNC_CLICKHOUSE_DSN lacks a right readsync needs (CREATE, ALTER, DROP VIEW, INSERT and SELECT " +
 		"on its database): grant it, or apply the migrations once with `readsync --migrate` as a user who has them"
@@ -49,23 +66,34 @@ const (
 	fixSchema = "readsync's tables are not as it left them (dropped, renamed or altered by hand?): `readsync --check` shows the schema's state"
 )
 
-var fixes = map[int32]string{
-	164: fixRights,  // READONLY: a readonly profile
-	497: fixRights,  // ACCESS_DENIED
-	516: fixLogin,   // AUTHENTICATION_FAILED
-	192: fixLogin,   // UNKNOWN_USER
-	193: fixLogin,   // WRONG_PASSWORD
-	62:  fixDialect, // SYNTAX_ERROR
-	115: fixSetting, // UNKNOWN_SETTING
-	46:  fixDialect, // UNKNOWN_FUNCTION
-	47:  fixDialect, // UNKNOWN_IDENTIFIER
-	48:  fixDialect, // NOT_IMPLEMENTED
-	50:  fixDialect, // UNKNOWN_TYPE
-	206: fixDialect, // ALIAS_REQUIRED
-	344: fixDialect, // SUPPORT_IS_DISABLED
-	16:  fixSchema,  // NO_SUCH_COLUMN_IN_TABLE
-	60:  fixSchema,  // UNKNOWN_TABLE
-	81:  fixSchema,  // UNKNOWN_DATABASE
+// refusal is what readsync knows of a refusal: what to do about it, and
+// whether every write meets it, whatever rows it holds.
+type refusal struct {
+	fix        string
+	everyWrite bool
+}
+
+// The refusals readsync can name, by exception code.
+var known = map[int32]refusal{
+	164: {fixRights, true},  // READONLY: a readonly profile
+	497: {fixRights, true},  // ACCESS_DENIED
+	291: {fixRights, true},  // DATABASE_ACCESS_DENIED
+	516: {fixLogin, true},   // AUTHENTICATION_FAILED
+	192: {fixLogin, true},   // UNKNOWN_USER
+	193: {fixLogin, true},   // WRONG_PASSWORD
+	62:  {fixDialect, true}, // SYNTAX_ERROR
+	115: {fixSetting, true}, // UNKNOWN_SETTING
+	452: {fixSetting, true}, // SETTING_CONSTRAINT_VIOLATION: a profile's constraint on a setting readsync sends
+	46:  {fixDialect, true}, // UNKNOWN_FUNCTION
+	47:  {fixDialect, true}, // UNKNOWN_IDENTIFIER
+	48:  {fixDialect, true}, // NOT_IMPLEMENTED
+	50:  {fixDialect, true}, // UNKNOWN_TYPE
+	206: {fixDialect, true}, // ALIAS_REQUIRED
+	344: {fixDialect, true}, // SUPPORT_IS_DISABLED
+	81:  {fixSchema, true},  // UNKNOWN_DATABASE
+	// A table or a column is one table's: writes to the others go on.
+	16: {fixSchema, false}, // NO_SUCH_COLUMN_IN_TABLE
+	60: {fixSchema, false}, // UNKNOWN_TABLE
 }
 
 // transient are the exceptions of a server that will likely take the same

@@ -46,3 +46,38 @@ func TestRefused(t *testing.T) {
 		})
 	}
 }
+
+// A refusal concerns what a write holds unless every write meets it: a
+// login, a right, a statement, setting or database the server does not
+// know. A missing table or column concerns the writes to it only.
+func TestRefusedForContent(t *testing.T) {
+	ex := func(code int32) error {
+		return fmt.Errorf("insert 3 rows into projects: %w", &clickhouse.Exception{Code: code, Message: "m"})
+	}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		content bool
+	}{
+		{"value the server cannot parse", ex(6), true},
+		{"a view of the user's that throws", ex(395), true},
+		{"table dropped by hand", ex(60), true},
+		{"column dropped by hand", ex(16), true},
+		{"readonly user", ex(164), false},
+		{"access denied", ex(497), false},
+		{"wrong password", ex(516), false},
+		{"unknown setting", ex(115), false},
+		{"setting constrained by the profile", ex(452), false},
+		{"syntax error", ex(62), false},
+		{"database dropped", ex(81), false},
+		{"too many parts", ex(252), false},
+		{"connection refused", errors.New("dial tcp: connect: connection refused"), false},
+		{"nil", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RefusedForContent(tc.err); got != tc.content {
+				t.Errorf("RefusedForContent = %v, want %v", got, tc.content)
+			}
+		})
+	}
+}

@@ -88,6 +88,20 @@ type Writer interface {
 	RecordRun(ctx context.Context, r Run) error
 }
 
+// TableError is a write that failed at one table: Writers return it so
+// that whoever holds the rows (the spool) can say which table did not
+// take them. Its message is Err's, which names the table already.
+type TableError struct {
+	// Table is the table's name in its database.
+	Table string
+	// Rows is how many rows the write to Table carried.
+	Rows int
+	Err  error
+}
+
+func (e *TableError) Error() string { return e.Err.Error() }
+func (e *TableError) Unwrap() error { return e.Err }
+
 // Batch is a set of rows written together: one INSERT per non-empty table.
 type Batch struct {
 	Projects  []Project

@@ -46,6 +46,9 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 			return exitConfig
 		case !in.Exists:
 			fmt.Fprintf(a.stdout, "spool: ok (%s: to be created at start)\n", a.cfg.SpoolDir)
+		case in.Quarantined > 0:
+			fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used; %d entries quarantined: readsync --flush-spool --retry-quarantined once the cause is fixed)\n",
+				a.cfg.SpoolDir, in.Entries, in.Bytes, a.cfg.SpoolMaxBytes, in.Quarantined)
 		default:
 			fmt.Fprintf(a.stdout, "spool: ok (%s: %d entries waiting, %d of %d bytes used)\n",
 				a.cfg.SpoolDir, in.Entries, in.Bytes, a.cfg.SpoolMaxBytes)

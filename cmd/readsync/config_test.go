@@ -104,6 +104,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"schedule and nft", nil, []string{"--backfill", "--schedule", "hourly", "--nft", "a"}, "--schedule and --nft"},
 		{"backfill and check", nil, []string{"--backfill", "--check"}, "separate modes"},
 		{"flush-spool and backfill", nil, []string{"--flush-spool", "--backfill"}, "--flush-spool is a mode of its own"},
+		{"retry-quarantined without flush-spool", nil, []string{"--retry-quarantined"}, "--retry-quarantined needs --flush-spool"},
+		{"retry-quarantined with backfill", nil, []string{"--backfill", "--retry-quarantined"}, "--retry-quarantined needs --flush-spool"},
 		{"empty nft item", nil, []string{"--backfill", "--nft", "a,,b"}, `invalid value "a,,b" for flag -nft: empty name`},
 		{"snapshot-at not rfc3339", nil, []string{"--backfill", "--snapshot-at", "2026-01-01 00:00:00"}, "invalid value \"2026-01-01 00:00:00\" for flag -snapshot-at"},
 		{"snapshot-at fraction", nil, []string{"--backfill", "--snapshot-at", "2026-01-01T00:00:00.5Z"}, "whole seconds"},

@@ -67,6 +67,7 @@ func (a *app) daemon(ctx context.Context) int {
 		st.Close()
 		a.log.Debug("ClickHouse connection and spool closed")
 	}()
+	a.quarantineWaits(st.spool)
 	probes.setReady(a.readiness(st))
 	syncer := a.syncer(st.ch, st.spool)
 

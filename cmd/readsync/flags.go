@@ -21,11 +21,13 @@ type flags struct {
 	check      bool
 	allNames   bool
 	flushSpool bool
-	migrate    bool
-	verify     bool
-	since      sinceFlag
-	repair     bool
-	version    bool
+	// retryQuarantined replays the spool's quarantined entries too.
+	retryQuarantined bool
+	migrate          bool
+	verify           bool
+	since            sinceFlag
+	repair           bool
+	version          bool
 }
 
 // sinceFlag is --since: where --verify's window starts, as an RFC 3339
@@ -144,6 +146,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.check, "check", false, "validate configuration, reach the API and ClickHouse, report, exit")
 	fs.BoolVar(&f.allNames, "all-names", false, "with --check: ask for every configured nft name, within the rate limit, and list those that fail")
 	fs.BoolVar(&f.flushSpool, "flush-spool", false, "replay the spool into ClickHouse, then exit: 0 when it is empty, 3 when entries remain")
+	fs.BoolVar(&f.retryQuarantined, "retry-quarantined", false, "with --flush-spool: first replay the entries moved aside into the spool's quarantine/, once what made ClickHouse refuse them is fixed")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply pending ClickHouse migrations, then exit (for an init container or a Job)")
 	fs.BoolVar(&f.verify, "verify", false, "compare every dashboard view with its brute force over the stored history, print what differs, exit 1 if anything does")
 	fs.Var(&f.since, "since", "with --verify: compare the snapshots and days from this UTC day on (RFC 3339 time, date, or a duration before now such as 48h; default: the whole history)")
@@ -173,6 +176,9 @@ func (f flags) validate() error {
 	}
 	if f.flushSpool && (f.backfill || f.check || f.dryRun) {
 		return errors.New("--flush-spool is a mode of its own; give it without --backfill, --check or --dry-run")
+	}
+	if f.retryQuarantined && !f.flushSpool {
+		return errors.New("--retry-quarantined needs --flush-spool")
 	}
 	if f.migrate && (f.backfill || f.check || f.dryRun || f.flushSpool) {
 		return errors.New("--migrate is a mode of its own; give it alone")

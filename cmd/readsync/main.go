@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, lookup envconfig.Lookuper, stdout, 
 	case f.backfill:
 		return a.backfill(ctx, f)
 	case f.flushSpool:
-		return a.replaySpool(ctx)
+		return a.replaySpool(ctx, f.retryQuarantined)
 	case f.verify:
 		return a.verify(ctx, f.since.t, f.repair)
 	default:
@@ -188,8 +188,8 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	if err != nil {
 		return stores{}, fmt.Errorf("READSYNC_SPOOL_DIR: %w", err)
 	}
-	if st := sp.Stats(); st.Entries > 0 {
-		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes)
+	if st := sp.Stats(); st.Entries > 0 || st.Quarantined > 0 {
+		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes, "quarantined", st.Quarantined)
 	}
 	ch, err := a.openClickHouse(ctx)
 	if err != nil {
@@ -239,21 +239,56 @@ func (a *app) flushSpool(ctx context.Context, s stores) {
 	a.log.Info("spool flushed", "flushed", n, "entries_left", left.Entries)
 }
 
-// replaySpool is --flush-spool: it replays the spool into ClickHouse and
-// exits 0 when the spool is empty afterwards, 3 when entries remain.
-func (a *app) replaySpool(ctx context.Context) int {
+// replaySpool is --flush-spool: it replays the spool into ClickHouse,
+// with retry the quarantined entries first, and exits 0 when the spool and
+// its quarantine are empty afterwards, 3 when entries remain in either.
+func (a *app) replaySpool(ctx context.Context, retry bool) int {
 	st, err := a.openStores(ctx)
 	if err != nil {
 		return a.configFailed(err)
 	}
 	defer st.Close()
+	if retry {
+		a.retryQuarantined(ctx, st)
+	}
 	a.flushSpool(ctx, st)
 	a.reconcile(ctx, st.ch)
-	if a.spoolWaits(st) {
+	waits := a.spoolWaits(st)
+	if a.quarantineWaits(st.spool) || waits {
 		return exitSpooled
 	}
 	a.log.Info("spool empty", "dir", st.spool.Dir())
 	return exitOK
+}
+
+// retryQuarantined replays the entries of the spool's quarantine once.
+// What stays there, the spool has logged.
+func (a *app) retryQuarantined(ctx context.Context, s stores) {
+	if s.spool.Stats().Quarantined == 0 {
+		a.log.Info("no quarantined spool entry to retry", "dir", s.spool.Dir())
+		return
+	}
+	n, err := s.spool.RetryQuarantined(ctx, s.ch)
+	left := s.spool.Stats().Quarantined
+	if err != nil {
+		a.log.Warn("quarantined spool entries not all retried; they stay for the next attempt", "delivered", n, "quarantined_left", left, "err", err)
+		return
+	}
+	a.log.Info("quarantined spool entries retried", "delivered", n, "quarantined_left", left)
+}
+
+// quarantineWaits reports whether entries wait in the spool's quarantine
+// and, when they do, says where and what to do: they are not replayed
+// until an operator asks.
+func (a *app) quarantineWaits(sp *spool.Spool) bool {
+	n := sp.Stats().Quarantined
+	if n == 0 {
+		return false
+	}
+	a.log.Warn("spool entries wait in quarantine: ClickHouse refused what they hold, or they cannot be read; "+
+		"the log's ERROR lines name each one and why, and `readsync --flush-spool --retry-quarantined` tries them again once the cause is fixed",
+		"dir", sp.QuarantineDir(), "entries", n)
+	return true
 }
 
 // spoolWaits reports whether entries wait in the spool and, when they

@@ -233,7 +233,8 @@ func (m *metrics) armSchedule(schedule string) {
 	m.lastSuccess.WithLabelValues(schedule).Set(0)
 }
 
-// observeSpool exports the spool's size and refusals, read when scraped.
+// observeSpool exports the spool's size, quarantine and refusals, read
+// when scraped.
 func (m *metrics) observeSpool(sp *spool.Spool) {
 	m.register(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -244,6 +245,10 @@ func (m *metrics) observeSpool(sp *spool.Spool) {
 			Name: "readsync_spool_entries",
 			Help: "Entries (batches of rows or run records) waiting in the spool.",
 		}, func() float64 { return float64(sp.Stats().Entries) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "readsync_spool_quarantined_entries",
+			Help: "Entries moved aside into the spool's quarantine/ folder (refused by ClickHouse for what they hold, or unreadable), waiting for an operator: readsync --flush-spool --retry-quarantined.",
+		}, func() float64 { return float64(sp.Stats().Quarantined) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "readsync_spool_refused_rows_total",
 			Help: "Rows the spool refused because it was full; they are lost.",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -249,5 +250,128 @@ func TestCronPassCutOffByTheNextTick(t *testing.T) {
 	if strings.Count(out, "pass cut off") != 1 || strings.Contains(out, "name failed") || strings.Contains(out, "request timeout") ||
 		!strings.Contains(out, `"deadline":"`+next+`"`) {
 		t.Errorf("want one line saying the pass was cut off, with its deadline, and none per name:\n%s", out)
+	}
+}
+
+// walletView is a view of the user's on projects that takes every wallet
+// address for a number: ClickHouse refuses a project whose address is not
+// one, for what the write holds, and takes every other write.
+const walletView = "CREATE MATERIALIZED VIEW {db}.wallets ENGINE = MergeTree ORDER BY id " +
+	"AS SELECT id, toUInt64(wallet_address) AS wallet FROM {db}.projects"
+
+// exec runs a statement in the fixture's database, {db} standing for it.
+func (f *fixture) exec(t *testing.T, q string) {
+	t.Helper()
+	q = strings.ReplaceAll(q, "{db}", "`"+f.db.Name+"`")
+	if err := f.db.Conn.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// walletBatch is a project with the given wallet address, one message
+// and its snapshot: 3 rows.
+func walletBatch(project int64, wallet string) *sink.Batch {
+	at := sink.TimeOf(time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC))
+	return &sink.Batch{
+		Projects:  []sink.Project{{ID: project, NFT: "wallet-" + wallet + ".eth", WalletAddress: wallet, CreateAt: at, FetchedAt: at, Version: 1}},
+		Messages:  []sink.Message{{ProjectID: project, ID: 1, Receivers: []string{}, CreateAt: at, FetchedAt: at, Version: 1}},
+		Snapshots: []sink.Snapshot{{ProjectID: project, MessageID: 1, SnapshotAt: at, FetchedAt: at, ReadCount: 1, Total: 2, Percent: 50, Version: 1}},
+	}
+}
+
+// logLine returns the first JSON log line whose msg contains msg, decoded.
+func logLine(t *testing.T, log, msg string) map[string]any {
+	t.Helper()
+	for _, l := range strings.Split(log, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil {
+			continue
+		}
+		if s, _ := m["msg"].(string); strings.Contains(s, msg) {
+			return m
+		}
+	}
+	t.Fatalf("no log line %q in:\n%s", msg, log)
+	return nil
+}
+
+// A spool holding an entry ClickHouse refuses for what it holds between
+// two it takes. --flush-spool delivers the good ones and exits 3; the
+// daemon moves the bad one into quarantine/ at its third refusal, with an
+// ERROR naming the file, its table, its rows and the server's message,
+// and exports it; --check counts it. --retry-quarantined is a usage error
+// alone; with --flush-spool it leaves the entry while the cause remains,
+// and delivers it once the cause is gone. No row is lost on the way.
+func TestRefusedSpoolEntryIsQuarantinedAndRetried(t *testing.T) {
+	projects := apitest.Generate(1, 2, 27)
+	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	f.writeSchedules(t, "yearly", "0 0 1 1 *", namesOf(projects))
+	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "100ms"
+	dir := f.env["READSYNC_SPOOL_DIR"]
+	st, err := f.newTestApp(t, io.Discard).openStores(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []*sink.Batch{walletBatch(81, "81"), walletBatch(82, "0x52"), walletBatch(83, "83")} {
+		if err := st.spool.PutBatch(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	f.exec(t, walletView)
+	bad := spoolEntries(t, dir)[1]
+	snapshots := func() []uint64 {
+		var n [3]uint64
+		for i := range n {
+			f.query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id = "+itoa(uint64(81+i)), &n[i])
+		}
+		return n[:]
+	}
+
+	code, _, stderr := f.run(t, "--flush-spool")
+	if code != exitSpooled || !slices.Equal(snapshots(), []uint64{1, 0, 1}) {
+		t.Fatalf("--flush-spool: exit %d, snapshots of the three entries %v; want 3 and the two good ones delivered:\n%s", code, snapshots(), stderr)
+	}
+	if l := logLine(t, stderr, "refused a spooled entry for what it holds"); l["entry"] != bad || l["table"] != "projects" {
+		t.Errorf("the refusal's warning does not name %s in projects: %v", bad, l)
+	}
+
+	log, stop := f.startDaemon(t)
+	quarantined := filepath.Join(dir, "quarantine", bad)
+	eventually(t, "the refused entry moved aside", func() bool { _, err := os.Stat(quarantined); return err == nil }, log.String)
+	_, metrics := get(t, listenerURL(t, log.String), "/metrics")
+	if !strings.Contains(metrics, "\nreadsync_spool_quarantined_entries 1\n") {
+		t.Errorf("metrics lack readsync_spool_quarantined_entries 1:\n%s", metrics)
+	}
+	waitStarted(t, log.String)
+	if code := stop(); code != exitOK {
+		t.Fatalf("daemon exit %d", code)
+	}
+	l := logLine(t, log.String(), "moved aside")
+	if l["level"] != "ERROR" || l["entry"] != bad || l["table"] != "projects" || l["rows"] != float64(3) ||
+		!strings.Contains(l["err"].(string), "Cannot parse string '0x52'") {
+		t.Errorf("the quarantine's line does not name the file %s, table projects, its 3 rows and the server's message: %v", bad, l)
+	}
+
+	if code, stdout, stderr := f.run(t, "--check"); code != exitOK || !strings.Contains(stdout, "; 1 entries quarantined: readsync --flush-spool --retry-quarantined") {
+		t.Errorf("--check: exit %d, want 0 and the quarantined entry counted:\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := f.run(t, "--retry-quarantined"); code != exitConfig || !strings.Contains(stderr, "--retry-quarantined needs --flush-spool") {
+		t.Errorf("--retry-quarantined alone: exit %d, want 2:\n%s", code, stderr)
+	}
+	code, _, stderr = f.run(t, "--flush-spool", "--retry-quarantined")
+	if _, err := os.Stat(quarantined); code != exitSpooled || err != nil || !strings.Contains(stderr, "refused a quarantined spool entry again") {
+		t.Fatalf("retry with the cause still there: exit %d, entry %v; want 3 and the entry left in quarantine:\n%s", code, err, stderr)
+	}
+
+	f.exec(t, "DROP TABLE {db}.wallets")
+	if code, _, stderr := f.run(t, "--flush-spool", "--retry-quarantined"); code != exitOK {
+		t.Fatalf("retry once the cause is gone: exit %d, want 0:\n%s", code, stderr)
+	}
+	if got := snapshots(); !slices.Equal(got, []uint64{1, 1, 1}) {
+		t.Errorf("snapshots of the three entries %v, want each delivered", got)
+	}
+	if left := spoolEntries(t, filepath.Join(dir, "quarantine")); len(left) != 0 {
+		t.Errorf("quarantine/ still holds %v", left)
 	}
 }

@@ -27,7 +27,8 @@ type Table[R any] interface {
 }
 
 // Insert writes rows of the batch b (nil for rows without one) into t with
-// one INSERT and reports it to the function ObserveInserts gave.
+// one INSERT and reports it to the function ObserveInserts gave. It fails
+// with a *sink.TableError, which says which table did not take the rows.
 func Insert[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows []R) error {
 	if len(rows) == 0 {
 		return nil
@@ -37,7 +38,10 @@ func Insert[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows
 	if c.observe != nil {
 		c.observe(t.Name(), len(rows), time.Since(start), err)
 	}
-	return err
+	if err != nil {
+		return &sink.TableError{Table: t.Name(), Rows: len(rows), Err: err}
+	}
+	return nil
 }
 
 // InsertBlockRows is how many rows the driver encodes and sends at a time

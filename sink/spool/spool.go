@@ -1,15 +1,18 @@
 // Package spool keeps rows that could not be written to the database in
 // files on local disk until they can be. Each entry is one file, written
 // atomically (a temporary file, fsynced, then renamed), so a crash leaves
-// either a whole entry or none. Entries are replayed oldest first and
-// deleted only after the database confirmed them: delivery is at least
-// once, and the tables' upsert keys make a repeat harmless.
+// either a whole entry or none. Entries are replayed oldest first (those
+// the database refused before last) and deleted only after the database
+// confirmed them: delivery is at least once, and the tables' upsert keys
+// make a repeat harmless. An entry the database keeps refusing for what
+// it holds, or one that cannot be decoded, is moved into the folder
+// quarantine/ of the directory, where it waits for an operator; the spool
+// never deletes rows it did not deliver.
 package spool
 
 import (
 	"bufio"
 	"compress/gzip"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -19,7 +22,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,12 +57,23 @@ type entry struct {
 	Run    *sink.Run   `json:"run,omitempty"`
 }
 
+// rows is how many rows the entry holds, a run record counting as one.
+func (e entry) rows() int {
+	n := 0
+	if e.Batch != nil {
+		n += e.Batch.Len()
+	}
+	if e.Run != nil {
+		n++
+	}
+	return n
+}
+
 const (
 	format       = 1
 	suffix       = ".json.gz"
 	tmpPrefix    = ".tmp-"
 	lockName     = ".lock"
-	corruptDir   = "corrupt"
 	flushTimeout = 2 * time.Minute
 )
 
@@ -72,9 +85,11 @@ type Spool struct {
 	log      *slog.Logger
 	lock     *os.File // holds the directory's lock until Close
 
-	mu    sync.Mutex // guards bytes and files
+	mu    sync.Mutex // guards bytes, files and quarantined
 	bytes int64
 	files int
+	// quarantined counts the entries in quarantine/.
+	quarantined int
 
 	flushMu sync.Mutex
 
@@ -87,6 +102,9 @@ type Stats struct {
 	// Entries and Bytes are what waits on disk.
 	Entries int
 	Bytes   int64
+	// Quarantined is how many entries wait in quarantine/ for an operator
+	// (see Flush and RetryQuarantined); they are not in Entries and Bytes.
+	Quarantined int
 	// RefusedEntries and RefusedRows count what Put turned away because the
 	// spool was full, since Open.
 	RefusedEntries int64
@@ -94,7 +112,8 @@ type Stats struct {
 }
 
 // Open prepares dir (creating it when missing), takes its lock, removes
-// temporary files a crash left behind, and takes stock of the entries
+// temporary files a crash left behind, moves what an earlier release set
+// aside in corrupt/ into quarantine/, and takes stock of the entries
 // waiting there. It fails when dir cannot be written, and with an error
 // wrapping ErrLocked when another process holds the lock: two processes
 // replaying and removing the same entries would deliver them twice and
@@ -143,6 +162,14 @@ func lockDir(dir string) (*os.File, error) {
 // open takes stock of dir, which the caller has locked.
 func open(dir string, maxBytes int64, log *slog.Logger) (*Spool, error) {
 	s := &Spool{dir: dir, maxBytes: maxBytes, log: log}
+	if err := adoptLegacyQuarantine(dir); err != nil {
+		return nil, err
+	}
+	n, err := countEntries(filepath.Join(dir, quarantineDir))
+	if err != nil {
+		return nil, err
+	}
+	s.quarantined = n
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("spool directory %s: %w", dir, err)
@@ -190,6 +217,10 @@ func (s *Spool) Close() error {
 // Dir is the spool's directory.
 func (s *Spool) Dir() string { return s.dir }
 
+// QuarantineDir is the folder of the spool's directory that holds the
+// entries moved aside (see Flush).
+func (s *Spool) QuarantineDir() string { return filepath.Join(s.dir, quarantineDir) }
+
 // Inspection is what Inspect found in a spool directory.
 type Inspection struct {
 	// Exists is false for a directory Open has yet to create.
@@ -197,6 +228,10 @@ type Inspection struct {
 	// Entries and Bytes are what waits to be replayed.
 	Entries int
 	Bytes   int64
+	// Quarantined is how many entries wait for an operator in
+	// quarantine/, or in the corrupt/ of an earlier release, which Open
+	// moves into quarantine/.
+	Quarantined int
 }
 
 // Inspect reports on dir without changing it, for a check that may run
@@ -247,6 +282,13 @@ func Inspect(dir string) (Inspection, error) {
 			in.Bytes += fi.Size()
 		}
 	}
+	for _, sub := range []string{quarantineDir, legacyCorruptDir} {
+		n, err := countEntries(filepath.Join(dir, sub))
+		if err != nil {
+			return Inspection{}, err
+		}
+		in.Quarantined += n
+	}
 	return in, nil
 }
 
@@ -257,6 +299,7 @@ func (s *Spool) Stats() Stats {
 	return Stats{
 		Entries:        s.files,
 		Bytes:          s.bytes,
+		Quarantined:    s.quarantined,
 		RefusedEntries: s.refusedEntries.Load(),
 		RefusedRows:    s.refusedRows.Load(),
 	}
@@ -363,81 +406,8 @@ func (s *Spool) release(size int64) {
 	s.mu.Unlock()
 }
 
-// Flush replays every entry, oldest first, into t and deletes each one
-// after t accepted it. It stops at the first entry t refuses, leaving it
-// and the later ones for the next flush, and returns how many entries it
-// delivered. Entries put while a flush runs may wait for the next one.
-func (s *Spool) Flush(ctx context.Context, t sink.Writer) (int, error) {
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
-	names, err := s.pending()
-	if err != nil {
-		return 0, err
-	}
-	done := 0
-	for _, name := range names {
-		if err := ctx.Err(); err != nil {
-			return done, err
-		}
-		path := filepath.Join(s.dir, name)
-		e, size, err := readEntry(path)
-		var bad *corruptError
-		if errors.As(err, &bad) {
-			s.quarantine(name, size, err)
-			continue
-		}
-		if err != nil {
-			return done, fmt.Errorf("read spooled entry: %w", err)
-		}
-		if err := s.deliver(ctx, t, e); err != nil {
-			return done, fmt.Errorf("replay spooled entry %s: %w", name, err)
-		}
-		if err := os.Remove(path); err != nil {
-			return done, fmt.Errorf("remove replayed entry %s: %w", name, err)
-		}
-		s.release(size)
-		done++
-	}
-	if done > 0 {
-		if err := syncDir(s.dir); err != nil {
-			s.log.Warn("spool directory not synced", "dir", s.dir, "err", err)
-		}
-	}
-	return done, nil
-}
-
-func (s *Spool) deliver(ctx context.Context, t sink.Writer, e entry) error {
-	ctx, cancel := context.WithTimeout(ctx, flushTimeout)
-	defer cancel()
-	if e.Batch != nil {
-		if err := t.Write(ctx, e.Batch); err != nil {
-			return err
-		}
-	}
-	if e.Run != nil {
-		return t.RecordRun(ctx, *e.Run)
-	}
-	return nil
-}
-
-// pending lists the entries on disk, oldest first.
-func (s *Spool) pending() ([]string, error) {
-	des, err := os.ReadDir(s.dir)
-	if err != nil {
-		return nil, fmt.Errorf("spool directory %s: %w", s.dir, err)
-	}
-	var names []string
-	for _, de := range des {
-		if isEntry(de) {
-			names = append(names, de.Name())
-		}
-	}
-	slices.Sort(names)
-	return names, nil
-}
-
-// isEntry tells a whole entry from temporary files, the lock and the
-// corrupt/ directory.
+// isEntry tells a whole entry from temporary files, the lock, the
+// refusal counts and the quarantine/ directory.
 func isEntry(de fs.DirEntry) bool {
 	n := de.Name()
 	return strings.HasSuffix(n, suffix) && !strings.HasPrefix(n, tmpPrefix) && de.Type().IsRegular()
@@ -477,22 +447,6 @@ func readEntry(path string) (entry, int64, error) {
 		return entry{}, size, &corruptError{fmt.Errorf("format %d, this version reads format %d", e.Format, format)}
 	}
 	return e, size, nil
-}
-
-// quarantine moves an unreadable entry aside instead of deleting it: the
-// rows may still be recoverable by hand, and a flush must not stall on it.
-func (s *Spool) quarantine(name string, size int64, cause error) {
-	dir := filepath.Join(s.dir, corruptDir)
-	err := os.MkdirAll(dir, 0o750)
-	if err == nil {
-		err = os.Rename(filepath.Join(s.dir, name), filepath.Join(dir, name))
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		s.log.Error("unreadable spool entry could not be moved aside", "entry", name, "cause", cause, "err", err)
-		return
-	}
-	s.release(size)
-	s.log.Error("unreadable spool entry moved aside", "entry", name, "to", dir, "err", cause)
 }
 
 func syncDir(dir string) error {

@@ -235,11 +235,18 @@ func TestCorruptEntriesAreMovedAsideNotDeleted(t *testing.T) {
 	if n != 1 || err != nil || len(got.snapshots) != 1 {
 		t.Fatalf("Flush = %d, %v; want the good entry delivered past the bad one", n, err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "corrupt", filepath.Base(bad))); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "quarantine", filepath.Base(bad))); err != nil {
 		t.Errorf("corrupt entry not kept aside: %v", err)
 	}
-	if st := s.Stats(); st.Entries != 0 || st.Bytes != 0 {
-		t.Errorf("stats %+v, want empty", st)
+	if st := s.Stats(); st.Entries != 0 || st.Bytes != 0 || st.Quarantined != 1 {
+		t.Errorf("stats %+v, want empty, one entry quarantined", st)
+	}
+	// A retry leaves it where it is: it still cannot be decoded.
+	if n, err := s.RetryQuarantined(context.Background(), &got); n != 0 || err != nil {
+		t.Errorf("RetryQuarantined = %d, %v; want nothing delivered, no error", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quarantine", filepath.Base(bad))); err != nil {
+		t.Errorf("corrupt entry gone after a retry: %v", err)
 	}
 }
 
