@@ -155,8 +155,8 @@ func (d ViewDiff) Differs() bool { return len(d.Missing)+len(d.Extra)+len(d.Wron
 
 // VerifyReport is what Verify found.
 type VerifyReport struct {
-	// Since is the start of the window: the UTC day from which snapshots
-	// and days were compared, and since which what was written was.
+	// Since is the start of the window: the UTC day from which on the
+	// snapshots and days were compared, and what was written.
 	Since time.Time
 	// Written and Ticks count the project snapshots and the cron ticks
 	// taken before Since that the change logs record as written since;
