@@ -248,7 +248,8 @@ cmd_lacks() {
 		# client resets its connection.
 		echo survives-failed-login,survives-killed-client
 	else
-		echo
+		# 18.16 has no insert deduplication tokens.
+		echo dedup-tokens
 	fi
 }
 

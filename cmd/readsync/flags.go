@@ -30,9 +30,9 @@ type flags struct {
 	version          bool
 }
 
-// sinceFlag is --since: where --verify's window starts, as an RFC 3339
-// time, a UTC date, or a Go duration before now. Unset, the window is the
-// whole history.
+// sinceFlag is --since: where --verify's window starts, and since when
+// what was written is in it, as an RFC 3339 time, a UTC date, or a Go
+// duration before now. Unset, the window is the whole history.
 type sinceFlag struct {
 	t   time.Time
 	set bool
@@ -149,7 +149,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.retryQuarantined, "retry-quarantined", false, "with --flush-spool: first replay the entries moved aside into the spool's quarantine/, once what made ClickHouse refuse them is fixed")
 	fs.BoolVar(&f.migrate, "migrate", false, "apply pending ClickHouse migrations, then exit (for an init container or a Job)")
 	fs.BoolVar(&f.verify, "verify", false, "compare every dashboard view with its brute force over the stored history, print what differs, exit 1 if anything does")
-	fs.Var(&f.since, "since", "with --verify: compare the snapshots and days from this UTC day on (RFC 3339 time, date, or a duration before now such as 48h; default: the whole history)")
+	fs.Var(&f.since, "since", "with --verify: compare the snapshots and days from this UTC day on, and every snapshot and tick written since then (RFC 3339 time, date, or a duration before now such as 48h; default: the whole history)")
 	fs.BoolVar(&f.repair, "repair", false, "with --verify: rebuild the derived rows of the projects that differ, then verify again")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	return fs

@@ -14,7 +14,8 @@ import (
 const verifyShown = 20
 
 // verify is --verify: it compares every view with its brute force over the
-// stored history from since on (the whole history for the zero time),
+// stored history from since on and what was written since then (the whole
+// history for the zero time),
 // prints one line per view and the rows that differ, and exits 0 when none
 // does, 1 otherwise. With repair it rebuilds the derived rows of the
 // projects that differ and verifies again, and exits by that.
@@ -62,6 +63,13 @@ func printVerify(w io.Writer, rep derived.VerifyReport) {
 		window = "the snapshots and days from " + rep.Since.Format(time.DateOnly) + " (UTC) on"
 	}
 	fmt.Fprintf(w, "verify: every view against its brute force over %s\n", window)
+	if rep.Written > 0 || rep.Ticks > 0 {
+		fmt.Fprintf(w, "verify: and over what was written since then, taken before: %d project snapshots and %d cron ticks", rep.Written, rep.Ticks)
+		if rep.Earlier > 0 {
+			fmt.Fprintf(w, ", with every row of their %d projects from %s (UTC) on", rep.Earlier, rep.EarlierFrom.Format(time.DateOnly))
+		}
+		fmt.Fprintln(w)
+	}
 	differ := 0
 	for _, v := range rep.Views {
 		if !v.Differs() {

@@ -107,9 +107,14 @@ func (c *Conn) PrepareBatch(ctx context.Context, query string) (driver.Batch, er
 
 // InsertRow sends an INSERT of one row, its columns' values in the order
 // query names them: a record of something done, such as a migration or a
-// reconcile.
+// reconcile. It carries the settings of every INSERT (insertSettings), so
+// that a record confirmed is written.
 func (c *Conn) InsertRow(ctx context.Context, query string, values ...any) error {
-	b, err := c.conn.PrepareBatch(ctx, query)
+	s, err := c.Server(ctx)
+	if err != nil {
+		return err
+	}
+	b, err := c.conn.PrepareBatch(WithSettings(ctx, c.insertSettings(s)), query)
 	if err != nil {
 		return err
 	}

@@ -53,8 +53,16 @@ const InsertBlockRows = 4096
 
 func send[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows []R) error {
 	n, name := len(rows), t.Name()
-	settings := c.insertSettings()
-	if s, _ := c.Server(ctx); s.DedupTokens() {
+	// Sent without knowing the server, the INSERT would lack its token
+	// and settings, and a repeat of it could count twice: until the
+	// server has answered once, the write fails, to be retried or
+	// spooled.
+	s, err := c.Server(ctx)
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", name, err)
+	}
+	settings := c.insertSettings(s)
+	if s.DedupTokens() {
 		settings[settingDedupToken] = insertToken(t, b, rows)
 	}
 	ctx = WithSettings(ctx, settings)

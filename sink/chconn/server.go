@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 )
 
@@ -30,6 +32,46 @@ type Server struct {
 	has []string
 }
 
+// pinnedSetting is a query setting readsync's exactly-once delivery rests
+// on, and the value it needs.
+type pinnedSetting struct {
+	name  string
+	value int
+}
+
+// pinnedInsertSettings are the query settings every INSERT of rows
+// carries, with these values, on a server that knows them: neither the
+// server's defaults, which change between releases, nor a user's profile
+// or DSN may decide them. A retry and a spool replay send the same rows
+// with the same token (dedup.go); what the server does with them then
+// rests on these.
+func pinnedInsertSettings() []pinnedSetting {
+	return []pinnedSetting{
+		// A replicated table drops a block it has taken already, by the
+		// INSERT's token or else by the block's digest: what makes a
+		// repeated INSERT harmless on a cluster of 18.16. Off, the
+		// repeat adds its rows again there, to the table and its views.
+		{"insert_deduplicate", 1},
+		// Each materialized view's target judges a retried block by
+		// itself, and drops it only if it took it: a view that failed at
+		// the first try gets the rows, one that took them keeps them
+		// once. Off, a retried block the table drops goes to every view
+		// again (checked on 26.7), and a target that took it at the first
+		// try holds it twice. 18.16 does not know it.
+		{"deduplicate_blocks_in_dependent_materialized_views", 1},
+		// A view that fails fails the INSERT, which readsync then retries
+		// or spools. On, the INSERT is confirmed and the view never gets
+		// the rows.
+		{"materialized_views_ignore_errors", 0},
+		// The server answers once the rows are in the table and its
+		// views, so an INSERT confirmed is written and one that failed
+		// says so. An asynchronous INSERT can be confirmed before it is
+		// written (wait_for_async_insert = 0) and fail unseen; readsync
+		// makes its batches large itself.
+		{"async_insert", 0},
+	}
+}
+
 // The settings readsync asks a server about.
 const (
 	// settingDedupToken makes an INSERT carry its own deduplication token.
@@ -43,6 +85,18 @@ const (
 // warns about an older server, whose SQL dialect it has never been run
 // against.
 var oldestTested = proto.Version{Major: 18, Minor: 16, Patch: 1}
+
+// pinned returns the settings of pinnedInsertSettings the server knows,
+// with the values readsync needs.
+func (s Server) pinned() clickhouse.Settings {
+	out := clickhouse.Settings{}
+	for _, p := range pinnedInsertSettings() {
+		if slices.Contains(s.has, p.name) {
+			out[p.name] = p.value
+		}
+	}
+	return out
+}
 
 // String is the release, e.g. "26.7.2.1".
 func (s Server) String() string { return s.Release }
@@ -75,9 +129,21 @@ func (c *Conn) Server(ctx context.Context) (Server, error) {
 	if !s.Tested() {
 		c.log.Warn("ClickHouse is older than the oldest release readsync is tested on", "server", s.Release, "oldest_tested", oldestTested.String())
 	} else {
-		c.log.Info("ClickHouse server", "server", s.Release, "dedup_tokens", s.DedupTokens())
+		c.log.Info("ClickHouse server", "server", s.Release, "dedup_tokens", s.DedupTokens(), "insert_settings", s.pinnedNames())
 	}
 	return s, nil
+}
+
+// pinnedNames lists, in order, the settings every INSERT of rows sets on
+// the server, as name=value.
+func (s Server) pinnedNames() string {
+	var out []string
+	for _, p := range pinnedInsertSettings() {
+		if slices.Contains(s.has, p.name) {
+			out = append(out, fmt.Sprintf("%s=%d", p.name, p.value))
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 func readServer(ctx context.Context, c *Conn) (Server, error) {
@@ -93,7 +159,11 @@ func readServer(ctx context.Context, c *Conn) (Server, error) {
 		return Server{}, fmt.Errorf("ClickHouse server version: %w", err)
 	}
 	// Names as literals: servers bind a slice parameter differently.
-	settings, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.settings WHERE name = "+QuoteString(settingDedupToken))
+	names := []string{QuoteString(settingDedupToken)}
+	for _, p := range pinnedInsertSettings() {
+		names = append(names, QuoteString(p.name))
+	}
+	settings, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.settings WHERE name IN ("+strings.Join(names, ", ")+")")
 	if err != nil {
 		return Server{}, fmt.Errorf("read system.settings: %w", err)
 	}

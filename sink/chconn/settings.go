@@ -14,17 +14,19 @@ func (c *Conn) SyncInserts(ctx context.Context) context.Context {
 	if !c.names.Clustered() {
 		return ctx
 	}
-	return WithSettings(ctx, c.insertSettings())
+	return WithSettings(ctx, clickhouse.Settings{"insert_distributed_sync": 1})
 }
 
-// insertSettings are the settings of every INSERT: in cluster mode,
-// insert_distributed_sync (see SyncInserts).
-func (c *Conn) insertSettings() clickhouse.Settings {
-	s := clickhouse.Settings{}
+// insertSettings are the settings of every INSERT of rows into server s:
+// those its exactly-once delivery rests on that s knows (see
+// pinnedInsertSettings), and in cluster mode insert_distributed_sync (see
+// SyncInserts).
+func (c *Conn) insertSettings(s Server) clickhouse.Settings {
+	out := s.pinned()
 	if c.names.Clustered() {
-		s["insert_distributed_sync"] = 1
+		out["insert_distributed_sync"] = 1
 	}
-	return s
+	return out
 }
 
 // settingsKey carries the settings readsync gave a context's queries, so

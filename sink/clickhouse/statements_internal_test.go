@@ -98,7 +98,7 @@ func openTest(t *testing.T, dsn string, opts ...Option) *ClickHouse {
 
 // exercise sends every kind of statement readsync sends through ch: the
 // migrations, a write of every table with its refreshes, a run record, a
-// read of each view and, with checks, a reconcile and a verification.
+// read of each view and, with checks, a reconcile and verifications.
 func exercise(t *testing.T, ch *ClickHouse, checks bool) {
 	t.Helper()
 	ctx := context.Background()
@@ -114,7 +114,7 @@ func exercise(t *testing.T, ch *ClickHouse, checks bool) {
 	if err := ch.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.RecordRun(ctx, sink.Run{RunID: "r", Status: "ok", SnapshotAt: at.Time(), StartedAt: at.Time(), FinishedAt: at.Time()}); err != nil {
+	if err := ch.RecordRun(ctx, sink.Run{RunID: "r", Schedule: "hourly", Trigger: "cron", Status: "ok", SnapshotAt: at.Time(), StartedAt: at.Time(), FinishedAt: at.Time()}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ch.CheckViews(ctx); err != nil {
@@ -126,8 +126,12 @@ func exercise(t *testing.T, ch *ClickHouse, checks bool) {
 	if _, err := ch.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ch.Verify(ctx, time.Time{}); err != nil {
-		t.Fatal(err)
+	// The whole history, and a window that holds the snapshot and the
+	// tick, taken before it, as written since.
+	for _, since := range []time.Time{{}, time.Now().Add(-48 * time.Hour)} {
+		if _, err := ch.Verify(ctx, since); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

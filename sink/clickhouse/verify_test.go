@@ -79,19 +79,8 @@ func TestVerifyFindsAndRepairsEachDifference(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	await := func(table string) {
-		t.Helper()
-		for range 300 {
-			if got := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT toString(count()) FROM system.mutations WHERE database = '%s' AND table = '%s' AND is_done = 0", db.Name, table)); got[0] == "0" {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("the deletion from %s did not finish", table)
-	}
 	// A missing row: project 1's day in the day rollup.
-	exec("ALTER TABLE " + db.Table("project_read_day_rollup") + " DELETE WHERE project_id = 1")
-	await("project_read_day_rollup")
+	deleteRows(t, db, "project_read_day_rollup", "project_id = 1")
 	// A wrong value: project 2's gains at 08:00, with a key that outranks
 	// every refresh.
 	exec(fmt.Sprintf(`INSERT INTO %s (project_id, snapshot_at, gain_key, gain_prev_at, gain_messages, gain_new_messages, gain_reads,
@@ -126,4 +115,110 @@ SELECT 2, toDateTime('2026-03-01 08:00:00', 'UTC'), '9', toDateTime('2026-03-01 
 		t.Fatal(err)
 	}
 	assertVerified(t, ch, time.Time{})
+}
+
+// deleteRows deletes the rows of one of the test database's tables that
+// match where, as a lost write or an operator's mistake would, and waits
+// until the deletion is done.
+func deleteRows(t *testing.T, db *sinktest.DB, table, where string) {
+	t.Helper()
+	q := fmt.Sprintf("ALTER TABLE %s DELETE WHERE %s", db.Table(table), where)
+	if err := db.Conn.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	for range 300 {
+		if got := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT toString(count()) FROM system.mutations WHERE database = '%s' AND table = '%s' AND is_done = 0", db.Name, table)); got[0] == "0" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the deletion from %s did not finish", table)
+}
+
+// With a time, Verify compares, besides the snapshots and days from its
+// day on, what the change logs record as written since then, whatever its
+// time, and the rows that depend on it: a snapshot taken ten days ago and
+// written now makes its project's later gains part of the window, and so
+// does a tick of ten days ago recorded now, for the projects of its
+// schedule. What was written before the window is not compared.
+func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
+	ch, db := openTestSink(t)
+	ctx := context.Background()
+	h := newHistory(t, ch)
+	day := time.Now().UTC().AddDate(0, 0, -10).Truncate(24 * time.Hour)
+	at := func(hour int) time.Time { return day.Add(time.Duration(hour) * time.Hour) }
+	for _, hour := range []int{4, 12, 20} {
+		h.pass(at(hour))
+	}
+	// The history as if written long ago: its change logs' rows gone, as
+	// when their month's partition is dropped.
+	for _, table := range []string{"snapshot_changes", "tick_changes"} {
+		if err := db.Conn.Exec(ctx, "TRUNCATE TABLE "+db.Table(table)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	since := time.Now().Add(-48 * time.Hour)
+	rep := assertVerified(t, ch, since)
+	for _, v := range rep.Views {
+		if v.Rows != 0 {
+			t.Errorf("%s: %d rows compared in a window where nothing was taken or written", v.View, v.Rows)
+		}
+	}
+
+	// Project 2 fetched at 08:00 and written now, as by a backfill with
+	// --snapshot-at; the gains at 12:00, which now count from it, lost.
+	b := h.fetch(2, at(8), h.nextVersion())
+	h.write(&b)
+	deleteRows(t, db, "project_read_gain_rollup", fmt.Sprintf("project_id = 2 AND snapshot_at = toDateTime(%d)", at(12).Unix()))
+	rep, err := ch.Verify(ctx, since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Written != 1 || rep.Ticks != 0 || rep.Earlier != 1 || !rep.EarlierFrom.Equal(day) {
+		t.Errorf("the window holds %d snapshots and %d ticks written since, %d projects from %s; want 1, 0, 1 from %s",
+			rep.Written, rep.Ticks, rep.Earlier, rep.EarlierFrom, day)
+	}
+	wantDiff(t, rep, "project_read_gains", fmt.Sprintf("missing project_id=2 snapshot_at=%s", at(12).Format(time.RFC3339)))
+	if _, err := ch.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertVerified(t, ch, since)
+
+	// The tick of 16:00, missed, recorded now (as a daemon records the
+	// ticks it missed when it starts): every project's gains at 20:00
+	// count it, and the day's coverage does.
+	h.recordTick(at(16), "missed")
+	if rep, err = ch.Verify(ctx, since); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Ticks != 1 || rep.Earlier != historyProjects {
+		t.Errorf("the window holds %d ticks written since, and %d projects from before it; want 1 and %d", rep.Ticks, rep.Earlier, historyProjects)
+	}
+	for p := 1; p <= historyProjects; p++ {
+		wantDiff(t, rep, "project_read_gains", fmt.Sprintf("wrong   project_id=%d snapshot_at=%s", p, at(20).Format(time.RFC3339)))
+	}
+	for _, v := range rep.Views {
+		if v.View == "schedule_coverage" && v.Rows != 1 {
+			t.Errorf("schedule_coverage: %d rows compared, want the late tick's day", v.Rows)
+		}
+	}
+	if _, err := ch.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertVerified(t, ch, since)
+}
+
+// wantDiff fails t unless rep says that view differs in a row described
+// as want (as describeDiff writes it).
+func wantDiff(t *testing.T, rep derived.VerifyReport, view, want string) {
+	t.Helper()
+	for _, v := range rep.Views {
+		if v.View == view {
+			if got := describeDiff(v); !strings.Contains(got, want) {
+				t.Errorf("%s: the report lacks %q:\n%s", view, want, got)
+			}
+			return
+		}
+	}
+	t.Errorf("no view %s in the report", view)
 }

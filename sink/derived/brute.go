@@ -32,8 +32,8 @@ type bruteRow struct {
 	project, msgID int64
 }
 
-// bruteForce returns every view's rows in the window from from on.
-func (h *History) bruteForce(ctx context.Context, from uint32) (map[string]viewRows, error) {
+// bruteForce returns every view's rows in the window w.
+func (h *History) bruteForce(ctx context.Context, w verifyWindow) (map[string]viewRows, error) {
 	out := map[string]viewRows{}
 	for _, v := range schema.Views() {
 		out[v] = viewRows{}
@@ -42,15 +42,54 @@ func (h *History) bruteForce(ctx context.Context, from uint32) (map[string]viewR
 	if err != nil {
 		return nil, err
 	}
-	ticks, err := h.bruteCoverage(ctx, from, out[schema.CoverageView])
+	ticks, err := h.bruteCoverage(ctx, w, out[schema.CoverageView])
 	if err != nil {
 		return nil, err
 	}
-	counts, err := chconn.QueryMap[int64, uint64](ctx, h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
-		h.names.Table(schema.SnapshotsTable.Name()), chconn.DateTime(from)))
-	if err != nil {
-		return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
+	for _, g := range w.groups() {
+		counts, err := h.bruteCounts(ctx, g, w)
+		if err != nil {
+			return nil, err
+		}
+		if err := h.bruteGroup(ctx, g.start, counts, names, ticks, out); err != nil {
+			return nil, err
+		}
 	}
+	return out, nil
+}
+
+// bruteCounts counts the snapshot rows of each project of the group g in
+// its window.
+func (h *History) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow) (map[int64]uint64, error) {
+	table := h.names.Table(schema.SnapshotsTable.Name())
+	if g.all {
+		counts, err := chconn.QueryMap[int64, uint64](ctx, h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
+			table, chconn.DateTime(g.start)))
+		if err != nil {
+			return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
+		}
+		// Their windows start earlier: their own group reads them.
+		for p := range w.early {
+			delete(counts, p)
+		}
+		return counts, nil
+	}
+	pt, err := chconn.ProjectsExt("counted", g.projects)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := chconn.QueryMap[int64, uint64](chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id",
+		table, chconn.InExt("project_id", "counted"), chconn.DateTime(g.start)))
+	if err != nil {
+		return nil, fmt.Errorf("count the snapshot rows from %s of %d projects with snapshots written since %s: %w", sink.Time(g.start), len(g.projects), sink.Time(w.from), err)
+	}
+	return counts, nil
+}
+
+// bruteGroup puts into out the rows of the snapshot views for the
+// projects of counts, whose windows start at from, a step of at most
+// bruteStepRows snapshot rows at a time.
+func (h *History) bruteGroup(ctx context.Context, from uint32, counts map[int64]uint64, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
 	var step []int64
 	var n uint64
 	flush := func() error {
@@ -64,15 +103,12 @@ func (h *History) bruteForce(ctx context.Context, from uint32) (map[string]viewR
 	for _, p := range slices.Sorted(maps.Keys(counts)) {
 		if len(step) > 0 && n+counts[p] > bruteStepRows {
 			if err := flush(); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		step, n = append(step, p), n+counts[p]
 	}
-	if err := flush(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return flush()
 }
 
 // bruteNamesOf are the names the views join: each project's nft and name,
@@ -117,10 +153,10 @@ func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	return n, nil
 }
 
-// bruteCoverage puts schedule_coverage's rows from from on into rows, and
-// returns every cron tick recorded, per schedule, sorted: what missed
+// bruteCoverage puts schedule_coverage's rows in the window w into rows,
+// and returns every cron tick recorded, per schedule, sorted: what missed
 // ticks count.
-func (h *History) bruteCoverage(ctx context.Context, from uint32, rows viewRows) (map[string][]uint32, error) {
+func (h *History) bruteCoverage(ctx context.Context, w verifyWindow, rows viewRows) (map[string][]uint32, error) {
 	type tick struct {
 		schedule string
 		at       uint32
@@ -160,7 +196,7 @@ func (h *History) bruteCoverage(ctx context.Context, from uint32, rows viewRows)
 	counts := map[day]*[5]uint64{}
 	for t, f := range fates {
 		ticks[t.schedule] = append(ticks[t.schedule], t.at)
-		if t.at < from {
+		if !w.holdsCoverage(t.schedule, chconn.DayOf(t.at)) {
 			continue
 		}
 		d := day{t.schedule, chconn.DayOf(t.at)}

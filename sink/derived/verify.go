@@ -23,9 +23,11 @@ import (
 // The brute force is written apart from the views and the refreshes, the
 // simplest way: one pass over the snapshot rows in the order of (project,
 // message, snapshot, version), computing in Go what each view defines
-// (brute.go). It never reads a rollup. A window restricts both sides to
-// snapshots from a day on; the messages' rows before it are read only for
-// each one's newest, the previous row of its first snapshot in the window.
+// (brute.go). It never reads a rollup. A window (verifywindow.go)
+// restricts both sides to the snapshots from a day on and to what was
+// written since; the messages' rows before a project's window are read
+// only for each one's newest, the previous row of its first snapshot in
+// the window.
 
 // A viewColumn is a column of a view as Verify compares it: its name, how
 // to read it as text that compares exactly (times as Unix seconds, floats
@@ -96,6 +98,7 @@ var (
 	colName     = viewColumn{"project_name", kindString}
 	colSnapshot = viewColumn{"snapshot_at", kindTime}
 	colDay      = viewColumn{"day", kindDate}
+	colSchedule = viewColumn{"schedule", kindString}
 )
 
 // viewShapes are the views Verify checks, in the order of Views.
@@ -117,7 +120,7 @@ var viewShapes = []viewShape{
 		values: []viewColumn{colNFT, colName, {"snapshots", kindNumber}, {"new_messages", kindNumber}, {"reads_gained", kindNumber},
 			{"missed_ticks", kindNumber}},
 		since: colDay},
-	{name: schema.CoverageView, key: []viewColumn{{"schedule", kindString}, colDay},
+	{name: schema.CoverageView, key: []viewColumn{colSchedule, colDay},
 		values: []viewColumn{{"ticks_due", kindNumber}, {"ticks_run", kindNumber}, {"ticks_ok", kindNumber}, {"ticks_skipped", kindNumber},
 			{"ticks_missed", kindNumber}},
 		since: colDay},
@@ -152,10 +155,16 @@ func (d ViewDiff) Differs() bool { return len(d.Missing)+len(d.Extra)+len(d.Wron
 
 // VerifyReport is what Verify found.
 type VerifyReport struct {
-	// Since is the start of the window: the UTC day from which snapshots
-	// and days were compared.
+	// Since is the start of the window: the UTC day from which on the
+	// snapshots and days were compared, and what was written.
 	Since time.Time
-	Views []ViewDiff
+	// Written and Ticks count the project snapshots and the cron ticks
+	// taken before Since that the change logs record as written since;
+	// Earlier is how many projects they made Verify compare from before
+	// Since, the earliest from EarlierFrom on.
+	Written, Ticks, Earlier int
+	EarlierFrom             time.Time
+	Views                   []ViewDiff
 }
 
 // Clean reports whether every view equals its brute force.
@@ -169,17 +178,24 @@ func (r VerifyReport) Clean() bool {
 }
 
 // Verify compares every view with its brute force for the snapshots and
-// days from the UTC day of since on (the whole history for the zero
-// time). It changes nothing; the schema must be current.
+// days from the UTC day of since on, and for the snapshots and ticks
+// written since then whatever their time, with the rows that depend on
+// them (see verifywindow.go); for the zero time, over the whole history.
+// It changes nothing; the schema must be current.
 func (h *History) Verify(ctx context.Context, since time.Time) (VerifyReport, error) {
 	from := chconn.DayStart(uint32(sink.TimeOf(since)))
 	rep := VerifyReport{Since: sink.Time(from).Time()}
-	brute, err := h.bruteForce(ctx, from)
+	w, err := h.readWindow(ctx, from)
+	if err != nil {
+		return rep, h.conn.Redact(fmt.Errorf("verify: %w", err))
+	}
+	w.report(&rep)
+	brute, err := h.bruteForce(ctx, w)
 	if err != nil {
 		return rep, h.conn.Redact(fmt.Errorf("verify: brute force: %w", err))
 	}
 	for _, shape := range viewShapes {
-		got, err := h.readView(ctx, shape, from)
+		got, err := h.readView(ctx, shape, w)
 		if err != nil {
 			return rep, h.conn.Redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
 		}
@@ -188,8 +204,35 @@ func (h *History) Verify(ctx context.Context, since time.Time) (VerifyReport, er
 	return rep, nil
 }
 
-// readView reads the view's rows in the window.
-func (h *History) readView(ctx context.Context, shape viewShape, from uint32) (viewRows, error) {
+// readView reads the view's rows in the window: those from its day on,
+// then those before it that the window holds.
+func (h *History) readView(ctx context.Context, shape viewShape, w verifyWindow) (viewRows, error) {
+	out := viewRows{}
+	err := h.readViewRows(ctx, shape, fmt.Sprintf("%s >= %s", shape.since.name, shape.since.bound(w.from)), out, nil)
+	if err != nil {
+		return nil, err
+	}
+	where, ext, ok, err := w.earlierRows(shape)
+	if err != nil || !ok {
+		return out, err
+	}
+	since := slices.Index(shape.key, shape.since)
+	if since < 0 {
+		since = len(shape.key) + slices.Index(shape.values, shape.since)
+	}
+	return out, h.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, out, func(cols []string) (bool, error) {
+		at, err := shape.since.timeOf(cols[since])
+		if err != nil {
+			return false, fmt.Errorf("%s %q: %w", shape.since.name, cols[since], err)
+		}
+		return w.holdsEarlier(shape, cols[:len(shape.key)], at), nil
+	})
+}
+
+// readViewRows puts the view's rows that where selects into out, those
+// keep holds when it is given: it is given each row's columns as text,
+// the key's first.
+func (h *History) readViewRows(ctx context.Context, shape viewShape, where string, out viewRows, keep func(cols []string) (bool, error)) error {
 	var cols []string
 	for _, col := range shape.key {
 		cols = append(cols, col.sql())
@@ -198,27 +241,26 @@ func (h *History) readView(ctx context.Context, shape viewShape, from uint32) (v
 	for _, col := range shape.values {
 		cols = append(cols, col.sql())
 	}
-	bound := chconn.DateTime(from)
-	if shape.since.kind == kindDate {
-		bound = chconn.QuoteDate(sink.Time(from).Time())
-	}
 	// 18.16 pushes the window into the view only with this setting.
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s >= %s SETTINGS enable_optimize_predicate_expression = 1",
-		strings.Join(cols, ", "), h.names.Table(shape.name), shape.since.name, bound)
-	out := viewRows{}
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s SETTINGS enable_optimize_predicate_expression = 1",
+		strings.Join(cols, ", "), h.names.Table(shape.name), where)
 	vals := make([]string, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+	return chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
+		}
+		if keep != nil {
+			if ok, err := keep(vals); err != nil || !ok {
+				return err
+			}
 		}
 		out[strings.Join(vals[:keys], "\t")] = strings.Join(vals[keys:], "\t")
 		return nil
 	})
-	return out, err
 }
 
 // compareRows says how got, a view's rows, differs from want, its brute

@@ -67,6 +67,14 @@ const SurvivesFailedLogin Capability = "survives-failed-login"
 // Proxy, which never passes a reset on.
 const SurvivesKilledClient Capability = "survives-killed-client"
 
+// DedupTokens: the server drops a repeated INSERT into a table that is
+// not replicated by the token the INSERT carries (the query setting
+// insert_deduplication_token with the table setting
+// non_replicated_deduplication_window), and decides per materialized view
+// whether a retried block is new there. 18.16 has neither setting: on one
+// server a retried INSERT is added again, to the table and every view.
+const DedupTokens Capability = "dedup-tokens"
+
 // Require skips t when the test server lacks c, as EnvLacks says. It is
 // the one place a test is skipped for what a server cannot do.
 func Require(t testing.TB, c Capability) {

@@ -1,0 +1,271 @@
+package derived
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
+)
+
+// The window of a verification: what Verify compares when it is given a
+// time. A snapshot's time says when it was taken, not when it was
+// written: a backfill with --snapshot-at in the past, a spool replayed
+// after days, an import of old history all write snapshots taken long
+// before. A nightly check of the last two days must see those too, so the
+// window holds, besides every snapshot and day from the window's day on,
+// what the change logs (package schema's changes.go) record as written
+// since then, whatever its time, and every view row that depends on it:
+//
+//   - of each project with a snapshot written since then but taken before,
+//     every row from that snapshot's day on: the gains of its later
+//     snapshots depend on the rows before them, the day values on the
+//     day's rows, the latest rows on all of them;
+//   - of each cron tick recorded since then but due before, its day's
+//     schedule_coverage row, and every row from the day of the first
+//     later snapshot of each project of that schedule, whose missed ticks
+//     it may change.
+//
+// Both sides, the views and the brute force, are read by the same window.
+
+// verifyWindow is a verification's window: every row from the UTC day
+// from on, and of the projects in early, every row from their own earlier
+// day on; of schedule_coverage, the days from from on and those in
+// tickDays.
+type verifyWindow struct {
+	from uint32
+	// early holds, for each project whose window starts before from, the
+	// start of its window: the start of a UTC day.
+	early map[int64]uint32
+	// tickDays are the schedule days, before from, of the cron ticks
+	// recorded since from.
+	tickDays map[scheduleDay]bool
+	// written and ticks count the project snapshots and the cron ticks
+	// taken before from that the change logs record as written since.
+	written, ticks int
+}
+
+// scheduleDay is a schedule's UTC day, in days since the Unix epoch.
+type scheduleDay struct {
+	schedule string
+	day      uint32
+}
+
+// readWindow reads the change logs for the window from the day start from
+// on (the whole history for 0).
+func (h *History) readWindow(ctx context.Context, from uint32) (verifyWindow, error) {
+	w := verifyWindow{from: from, early: map[int64]uint32{}, tickDays: map[scheduleDay]bool{}}
+	if from == 0 {
+		return w, nil
+	}
+	q := fmt.Sprintf("SELECT project_id, toUInt32(min(snapshot_at)), uniqExact(snapshot_at) FROM %s WHERE changed_at >= %s AND snapshot_at < %s GROUP BY project_id",
+		h.names.Table(schema.SnapshotChanges), chconn.DateTime(from), chconn.DateTime(from))
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		var (
+			p     int64
+			first uint32
+			n     uint64
+		)
+		if err := rows.Scan(&p, &first, &n); err != nil {
+			return err
+		}
+		w.lower(p, first)
+		w.written += int(n)
+		return nil
+	})
+	if err != nil {
+		return w, fmt.Errorf("read the snapshots written since %s from %s: %w", sink.Time(from), schema.SnapshotChanges, err)
+	}
+	firstTicks := map[string]uint32{}
+	q = fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) FROM %s WHERE changed_at >= %s AND tick < %s",
+		h.names.Table(schema.TickChanges), chconn.DateTime(from), chconn.DateTime(from))
+	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		var (
+			s    string
+			tick uint32
+		)
+		if err := rows.Scan(&s, &tick); err != nil {
+			return err
+		}
+		if first, ok := firstTicks[s]; !ok || tick < first {
+			firstTicks[s] = tick
+		}
+		w.tickDays[scheduleDay{s, chconn.DayOf(tick)}] = true
+		w.ticks++
+		return nil
+	})
+	if err != nil {
+		return w, fmt.Errorf("read the ticks recorded since %s from %s: %w", sink.Time(from), schema.TickChanges, err)
+	}
+	for _, s := range slices.Sorted(maps.Keys(firstTicks)) {
+		if err := h.windowAfterTick(ctx, &w, s, firstTicks[s]); err != nil {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// windowAfterTick lowers the window of each project with a snapshot of
+// schedule taken after tick and before the window's day to the day of the
+// first such snapshot: a tick recorded late changes the missed ticks of
+// the interval that spans it. A snapshot's schedule is that of its rows,
+// else the one release 0.3.0 counted it by (see gainschedules.go); a
+// snapshot whose rows carry several counts under each, which reads more
+// than needed, never less.
+func (h *History) windowAfterTick(ctx context.Context, w *verifyWindow, schedule string, tick uint32) error {
+	for _, table := range []string{schema.SnapshotsTable.Name(), schema.LegacySchedules} {
+		q := fmt.Sprintf("SELECT project_id, toUInt32(min(snapshot_at)) FROM %s WHERE schedule = %s AND snapshot_at > %s AND snapshot_at < %s GROUP BY project_id",
+			h.names.Table(table), chconn.QuoteString(schedule), chconn.DateTime(tick), chconn.DateTime(w.from))
+		err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+			var (
+				p     int64
+				first uint32
+			)
+			if err := rows.Scan(&p, &first); err != nil {
+				return err
+			}
+			w.lower(p, first)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read the snapshots of schedule %q after its tick %s recorded late, from %s: %w", schedule, sink.Time(tick), table, err)
+		}
+	}
+	return nil
+}
+
+// lower makes project p's window start at the day of the Unix time at, if
+// that is earlier than it starts.
+func (w *verifyWindow) lower(p int64, at uint32) {
+	day := chconn.DayStart(at)
+	if day >= w.from {
+		return
+	}
+	if start, ok := w.early[p]; !ok || day < start {
+		w.early[p] = day
+	}
+}
+
+// earliest is the start of the earliest project window, or from when
+// none starts earlier.
+func (w verifyWindow) earliest() uint32 {
+	first := w.from
+	for _, start := range w.early {
+		first = min(first, start)
+	}
+	return first
+}
+
+// windowGroup is a group of projects whose windows start at the same day:
+// the projects of early with that start, or, with all set, every project
+// but those.
+type windowGroup struct {
+	start    uint32
+	projects []int64
+	all      bool
+}
+
+// groups lists the projects by the start of their windows: the early
+// ones by their own start, oldest first, then all the others from from.
+func (w verifyWindow) groups() []windowGroup {
+	by := map[uint32][]int64{}
+	for p, start := range w.early {
+		by[start] = append(by[start], p)
+	}
+	var out []windowGroup
+	for _, start := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, windowGroup{start: start, projects: slices.Sorted(slices.Values(by[start]))})
+	}
+	return append(out, windowGroup{start: w.from, all: true})
+}
+
+// holdsCoverage reports whether schedule_coverage's row of schedule's day
+// is in the window.
+func (w verifyWindow) holdsCoverage(schedule string, day uint32) bool {
+	return day >= chconn.DayOf(w.from) || w.tickDays[scheduleDay{schedule, day}]
+}
+
+// holdsEarlier reports whether a view row from before from, of the view
+// shape, with the key's columns as text and since the Unix time of its
+// since column, is in the window.
+func (w verifyWindow) holdsEarlier(shape viewShape, key []string, since uint32) bool {
+	switch shape.key[0] {
+	case colProject:
+		p, err := strconv.ParseInt(key[0], 10, 64)
+		start, ok := w.early[p]
+		return err == nil && ok && since >= start
+	case colSchedule:
+		return w.holdsCoverage(key[0], chconn.DayOf(since))
+	}
+	return false
+}
+
+// earlierRows returns the condition that selects, of the view shape, the
+// rows before from that the window may hold, and the external tables it
+// reads; ok is false when it holds none. holdsEarlier tells the rows it
+// holds from the others the condition selects.
+func (w verifyWindow) earlierRows(shape viewShape) (where string, ext []*chconn.ExtTable, ok bool, err error) {
+	var lowest uint32
+	switch shape.key[0] {
+	case colProject:
+		if len(w.early) == 0 {
+			return "", nil, false, nil
+		}
+		pt, err := chconn.ProjectsExt("early", slices.Sorted(maps.Keys(w.early)))
+		if err != nil {
+			return "", nil, false, err
+		}
+		ext, lowest = []*chconn.ExtTable{pt}, w.earliest()
+		where = chconn.InExt("project_id", "early") + " AND "
+	case colSchedule:
+		if len(w.tickDays) == 0 {
+			return "", nil, false, nil
+		}
+		lowest = w.from
+		for d := range w.tickDays {
+			lowest = min(lowest, d.day*86400)
+		}
+	default:
+		return "", nil, false, nil
+	}
+	where += fmt.Sprintf("%s >= %s AND %s < %s", shape.since.name, shape.since.bound(lowest), shape.since.name, shape.since.bound(w.from))
+	return where, ext, true, nil
+}
+
+// report puts what the window holds besides the days from from on into
+// rep.
+func (w verifyWindow) report(rep *VerifyReport) {
+	rep.Written, rep.Ticks, rep.Earlier = w.written, w.ticks, len(w.early)
+	if len(w.early) > 0 {
+		rep.EarlierFrom = sink.Time(w.earliest()).Time()
+	}
+}
+
+// timeOf reads the text of a since column's value, as viewColumn.sql
+// writes it, as a Unix time.
+func (c viewColumn) timeOf(text string) (uint32, error) {
+	if c.kind == kindDate {
+		t, err := time.Parse(time.DateOnly, text)
+		if err != nil {
+			return 0, err
+		}
+		return uint32(t.Unix()), nil
+	}
+	t, err := strconv.ParseUint(text, 10, 32)
+	return uint32(t), err
+}
+
+// bound writes the Unix time t as a value to compare the column with: a
+// Date for a day column, else a DateTime.
+func (c viewColumn) bound(t uint32) string {
+	if c.kind == kindDate {
+		return chconn.QuoteDate(sink.Time(t).Time())
+	}
+	return chconn.DateTime(t)
+}
