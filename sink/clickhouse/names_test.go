@@ -43,7 +43,7 @@ func TestQueryNames(t *testing.T) {
 	for _, tt := range []struct{ name, query, want string }{
 		{"two columns", fmt.Sprintf("SELECT nft, active FROM %s", table), "returns 2 columns (nft String, active UInt8); want one String column"},
 		{"not a String", fmt.Sprintf("SELECT active FROM %s", table), "returns column active of type UInt8; want one String column"},
-		{"a syntax error", "SELEC nft FROM " + table, "Syntax error"},
+		{"a syntax error", "SELECT nft FROM " + table + " WHERE", "Syntax error"},
 		{"a write", fmt.Sprintf("INSERT INTO %s (nft, active) SELECT 'x', 1", table), "readonly"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
