@@ -230,3 +230,22 @@ func (r *Resolver) Resolve(ctx context.Context, s Schedule) Resolution {
 	last.Stale, last.Err = true, err
 	return last
 }
+
+// FailedSources returns the sources err (from ResolveNames) says failed.
+func FailedSources(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if se, ok := err.(*SourceError); ok {
+			out = append(out, se.Source)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -25,13 +26,17 @@ import (
 // allNames, the API check asks for every configured name instead of the
 // first, and adds a line for each that fails.
 func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
-	names := sync.Names(a.cfg.Schedules)
 	if len(a.cfg.Unknown) > 0 {
 		unknown := make([]string, len(a.cfg.Unknown))
 		for i, u := range a.cfg.Unknown {
 			unknown[i] = u.String()
 		}
 		fmt.Fprintf(a.stdout, "config: FAILED: %s\n", strings.Join(unknown, "; "))
+		return exitConfig
+	}
+	names, err := a.checkNames(ctx, skipClickHouse)
+	if err != nil {
+		fmt.Fprintf(a.stdout, "config: FAILED: %v\n", err)
 		return exitConfig
 	}
 	fmt.Fprintf(a.stdout, "config: ok (%s: %d schedules, %d nft names)\n",
@@ -65,7 +70,13 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 				a.cfg.Member.Set, sh.Count, a.cfg.Member.Pod, sh)
 		}
 	}
-	checkAPI := func() error { return a.checkAPI(ctx, names[0]) }
+	checkAPI := func() error {
+		if len(names) == 0 {
+			fmt.Fprintln(a.stdout, "api: skipped (no names to ask for)")
+			return nil
+		}
+		return a.checkAPI(ctx, names[0])
+	}
 	if allNames {
 		checkAPI = func() error { return a.checkAllNames(ctx, names) }
 	}
@@ -86,6 +97,58 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 		code = exitFailed
 	}
 	return code
+}
+
+// checkNames reads every schedule's names from its sources, and prints a
+// line per schedule that has a file or a query: each source and how many
+// names it gave. A source that fails is an error naming the schedule and
+// the source. It returns the names of every schedule, each once. Queries
+// run on a connection of their own; with skipClickHouse (--dry-run) they
+// are not run.
+func (a *app) checkNames(ctx context.Context, skipClickHouse bool) ([]string, error) {
+	var q sync.NameQuerier
+	if !skipClickHouse && slices.ContainsFunc(a.cfg.Schedules, func(s sync.Schedule) bool { return s.NamesQuery != "" }) {
+		ch, err := a.openClickHouse(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("READSYNC_CLICKHOUSE_DSN, to run nft_names_query: %w", err)
+		}
+		defer ch.Close()
+		q = ch
+	}
+	var all []string
+	var errs []error
+	for _, s := range a.cfg.Schedules {
+		if !s.Dynamic() {
+			all = append(all, s.NFTNames...)
+			continue
+		}
+		sched := s
+		if q == nil {
+			sched.NamesQuery = "" // --dry-run: no ClickHouse to run it on
+		}
+		names, counts, err := sync.ResolveNames(ctx, sched, q)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		parts := make([]string, 0, len(counts)+1)
+		for _, c := range counts {
+			parts = append(parts, fmt.Sprintf("%s %d", c.Source, c.Names))
+		}
+		if sched.NamesQuery != s.NamesQuery {
+			parts = append(parts, sync.SourceQuery+" skipped (--dry-run)")
+		}
+		fmt.Fprintf(a.stdout, "names: ok (schedule %q: %s; %d names)\n", s.Name, strings.Join(parts, ", "), len(names))
+		all = append(all, names...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(a.cfg.Schedules, sync.Schedule.Dynamic) {
+		return sync.Names(a.cfg.Schedules), nil // in the file's order
+	}
+	slices.Sort(all)
+	return slices.Compact(all), nil
 }
 
 // checkAPI asks for the first configured name's details: it proves the base

@@ -49,11 +49,14 @@ type metrics struct {
 	reconcileRewritten prometheus.Counter
 	reconcileReached   prometheus.Gauge
 	reconcilePending   prometheus.Gauge
+
+	names *nameMetrics
 }
 
 func newMetrics() *metrics {
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg:   prometheus.NewRegistry(),
+		names: newNameMetrics(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "readsync_passes_total",
 			Help: "Passes finished, by schedule (empty for a backfill over several), trigger and status (ok, partial, failed).",
@@ -156,6 +159,7 @@ func newMetrics() *metrics {
 		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, shards, shardsDeprecated, m.shardReadFailures, build, deliveredAt,
 		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.register(m.names.collectors()...)
 	for _, outcome := range []string{"ok", "error", "deferred"} {
 		m.reconciles.WithLabelValues(outcome)
 	}
@@ -231,6 +235,7 @@ func (m *metrics) armSchedule(schedule string) {
 	}
 	m.namesFailed.WithLabelValues(schedule)
 	m.lastSuccess.WithLabelValues(schedule).Set(0)
+	m.names.arm(schedule)
 }
 
 // observeSpool exports the spool's size, quarantine and refusals, read
