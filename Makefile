@@ -21,6 +21,9 @@ BENCH_LATENCY      ?= 20ms
 BENCH_CONCURRENCY  ?= 16
 BENCH_BIG_MESSAGES ?= 300000
 # The tools the tests and `make lint` run (kustomize, helm, kube-score,
+# The sizes of `make bench-names`: the "A million names" issue's.
+BENCH_NAME_SIZES ?= 10000,100000,1000000
+
 # The backlog of `make bench-catchup`: the "Repairs that always finish" issue's, by default.
 BENCH_CATCHUP_PROJECTS ?= 400
 BENCH_CATCHUP_MESSAGES ?= 50
@@ -46,7 +49,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -152,6 +155,12 @@ bench-bi:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-bi: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchbi -dsn "$$dsn" -projects $(BENCH_BI_PROJECTS) -messages $(BENCH_BI_MESSAGES) \
 		-days $(BENCH_BI_DAYS) -passes-per-day $(BENCH_BI_PASSES)
+
+## bench-names: readsync's peak memory and time against the number of names, from an nft_names_file.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench-names: build
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-names: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/bench -dsn "$$dsn" -bin $(BIN) -names 0 -big-messages 0 -concurrency 32 -name-sizes $(BENCH_NAME_SIZES)
 
 ## bench-catchup: a backlog of earlier snapshots inserted by hand, and the reconcile that drains it.
 # Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.

@@ -50,6 +50,8 @@ type options struct {
 	batchRows   int
 	seed        int64
 	timeout     time.Duration
+	// nameSizes are the name counts of the name-scale workloads (names.go).
+	nameSizes []int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -83,7 +85,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		results = append(results, r)
 	}
-	printReport(stdout, o, env, results)
+	if len(results) > 0 {
+		printReport(stdout, o, env, results)
+	}
+	if len(o.nameSizes) > 0 {
+		if err := runNameScale(ctx, o, ch, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "bench: %v\n", err)
+			return 1
+		}
+	}
 	for _, r := range results {
 		if !r.complete() {
 			return 1
@@ -112,7 +122,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.batchRows, "batch-rows", 50_000, "READSYNC_BATCH_ROWS; also sets the INSERT target")
 	fs.Int64Var(&o.seed, "seed", 1, "seed of the generated data")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "bound on one readsync run")
+	sizes := fs.String("name-sizes", "", "comma-separated name counts of the name-scale workloads (names.go), e.g. 10000,100000,1000000; empty skips them")
 	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	var err error
+	if o.nameSizes, err = parseSizes(*sizes); err != nil {
 		return o, err
 	}
 	switch {
@@ -124,8 +139,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("-database %q: must be letters, digits and underscores", o.database)
 	case o.names < 0 || o.messages < 0 || o.bigMessages < 0:
 		return o, fmt.Errorf("-names %d, -messages %d, -big-messages %d: must not be negative", o.names, o.messages, o.bigMessages)
-	case o.names == 0 && o.bigMessages == 0:
-		return o, errors.New("-names and -big-messages are both 0: nothing to measure")
+	case o.names == 0 && o.bigMessages == 0 && len(o.nameSizes) == 0:
+		return o, errors.New("-names, -big-messages and -name-sizes are all 0 or empty: nothing to measure")
 	case o.latency < 0:
 		return o, fmt.Errorf("-latency %v: must not be negative", o.latency)
 	case o.concurrency < 1:

@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -92,7 +94,7 @@ func runWorkload(ctx context.Context, o options, w workload, ch *clickHouse) (re
 	}
 	r := result{workload: w}
 	env := readsyncEnv(o, fake.url, dsn, schedules, dir)
-	if err := runReadsync(ctx, o, env, dir, &r); err != nil {
+	if err := runReadsync(ctx, o, env, dir, &r, "--backfill"); err != nil {
 		return r, err
 	}
 	after, err := ch.insertQueries(ctx)
@@ -155,7 +157,7 @@ type fakeUpstream struct {
 }
 
 // fakeStartTimeout bounds generating the data set and starting to listen.
-const fakeStartTimeout = time.Minute
+const fakeStartTimeout = 5 * time.Minute
 
 func startFake(ctx context.Context, o options, w workload, dir string) (*fakeUpstream, error) {
 	urlFile := filepath.Join(dir, "fakeupstream.url")
@@ -244,11 +246,12 @@ func readsyncEnv(o options, url, dsn, schedules, dir string) []string {
 	)
 }
 
-// runReadsync runs one backfill as a child process and records its wall
-// time, CPU time, peak RSS and exit code in r. A run that exits 1 (names
-// failed) is a result to show; one that cannot start or exits 2 (bad
-// configuration) is an error.
-func runReadsync(ctx context.Context, o options, env []string, dir string, r *result) error {
+// runReadsync runs readsync with args (a backfill) as a child process,
+// its standard output discarded, and records its wall time, CPU time,
+// peak RSS and exit code in r. A run that exits 1 (names failed) is a
+// result to show; one that cannot start or exits 2 (bad configuration) is
+// an error.
+func runReadsync(ctx context.Context, o options, env []string, dir string, r *result, args ...string) error {
 	r.logPath = filepath.Join(dir, "readsync.log")
 	logFile, err := os.Create(r.logPath)
 	if err != nil {
@@ -258,9 +261,12 @@ func runReadsync(ctx context.Context, o options, env []string, dir string, r *re
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(o.bin, "readsync"), "--backfill")
+	cmd := exec.CommandContext(ctx, filepath.Join(o.bin, "readsync"), args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if slices.Contains(args, "--dry-run") {
+		cmd.Stdout = io.Discard // the rows, as JSON lines
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start readsync: %w", err)
@@ -268,7 +274,7 @@ func runReadsync(ctx context.Context, o options, env []string, dir string, r *re
 	err = cmd.Wait()
 	r.wall = time.Since(start)
 	if ctx.Err() != nil {
-		return fmt.Errorf("readsync --backfill did not finish within %s (see %s): %w", o.timeout, r.logPath, ctx.Err())
+		return fmt.Errorf("readsync %s did not finish within %s (see %s): %w", strings.Join(args, " "), o.timeout, r.logPath, ctx.Err())
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
