@@ -31,7 +31,7 @@ const dedupWindow = 1000
 // DateTime64, Bool, LowCardinality, TTL or window functions, and the JOIN
 // form of views.go. The tests run every step on both, and check every
 // statement readsync sends for shapes one of them refuses (RefusedBy, in
-// dialect.go).
+// dialect_1816.go).
 func migrations() []migration {
 	return []migration{
 		// The schema of the first release, as it created it; a database

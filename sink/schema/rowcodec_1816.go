@@ -3,7 +3,11 @@ package schema
 import "fmt"
 
 // How the rollups store a snapshot row: one String whose byte order is
-// the order argMax over (snapshot_at, version) would use.
+// the order argMax over (snapshot_at, version) would use. The packed row
+// serves 18.16, which runs argMax with a tuple key through slow generic
+// code (see SnapshotRow); on a current release alone the rollups could
+// keep argMax(column, (snapshot_at, version)) per column, and the views
+// would read the columns instead of unpacking them (RowUInt64).
 
 // bigEndian writes the UInt64 expression x as 8 bytes, most significant
 // first, so that comparing two such strings compares the numbers.
