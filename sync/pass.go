@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -279,9 +280,9 @@ func (s *Syncer) newStore(log *slog.Logger) *store {
 	return &store{sink: s.cfg.Sink, spool: s.cfg.Spool, attempts: s.cfg.WriteAttempts, backoff: s.cfg.WriteBackoff, log: log}
 }
 
-// RecordTick stores the record of a tick that ran no pass (StatusSkipped
-// or StatusMissed) as a pass stores its own: in the sink, else in the
-// spool.
+// RecordTick stores the record of a tick that ran no pass (StatusSkipped,
+// StatusMissed, or StatusFailed when it could not start one) as a pass
+// stores its own: in the sink, else in the spool.
 func (s *Syncer) RecordTick(ctx context.Context, r sink.Run) error {
 	if r.RunID == "" {
 		r.RunID = uuid.Must(uuid.NewV7()).String()
@@ -464,6 +465,11 @@ func status(total int, failed []NameError, spooledRows int, spoolCause error) (s
 }
 
 func dedupe(names []string) []string {
+	if slices.IsSorted(names) {
+		// A resolved list (see Resolver) is sorted, each name once: a
+		// copy without its repeats costs no map entry a name.
+		return slices.Compact(slices.Clone(names))
+	}
 	out := make([]string, 0, len(names))
 	seen := make(map[string]bool, len(names))
 	for _, n := range names {

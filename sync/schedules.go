@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -12,12 +13,19 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// Schedule is one entry of schedules.yaml: a cron expression and the nft
-// names a pass on it walks.
+// Schedule is one entry of schedules.yaml: a cron expression and the
+// sources of the nft names a pass on it walks (see names.go).
 type Schedule struct {
-	Name     string
-	Cron     string
+	Name string
+	Cron string
+	// NFTNames is the inline list (nft_names), nil when the schedule has
+	// none.
 	NFTNames []string
+	// NamesFile is the path of its nft_names_file, relative to the
+	// schedules file's directory once LoadSchedules has read it.
+	NamesFile string
+	// NamesQuery is its nft_names_query.
+	NamesQuery string
 	// Spec is Cron parsed.
 	Spec cron.Schedule
 }
@@ -40,14 +48,20 @@ func LoadSchedules(path string) ([]Schedule, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schedules file %s: %w", path, err)
 	}
+	for i := range s {
+		if f := s[i].NamesFile; f != "" && !filepath.IsAbs(f) {
+			s[i].NamesFile = filepath.Join(filepath.Dir(path), f)
+		}
+	}
 	return s, nil
 }
 
-var scheduleKeys = []string{"name", "cron", "nft_names"}
+var scheduleKeys = []string{"name", "cron", SourceInline, SourceFile, SourceQuery}
 
 // ParseSchedules decodes and validates a schedules document. Unknown keys,
 // a missing or empty schedules list, empty or duplicate schedule names,
-// invalid cron expressions and empty nft_names lists are errors.
+// invalid cron expressions, a schedule with no source of names, and an
+// empty nft_names list with no other source are errors.
 func ParseSchedules(data []byte) ([]Schedule, error) {
 	var doc struct {
 		Schedules []map[string]any `yaml:"schedules"`
@@ -99,11 +113,30 @@ func parseSchedule(raw map[string]any, i int, parser cron.Parser) (Schedule, err
 	if err != nil {
 		return Schedule{}, fmt.Errorf("%s: cron %q: %w", where, expr, err)
 	}
-	names, err := nftNames(raw["nft_names"])
-	if err != nil {
-		return Schedule{}, fmt.Errorf("%s: %w", where, err)
+	s := Schedule{Name: name, Cron: expr, Spec: spec}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{SourceFile, &s.NamesFile}, {SourceQuery, &s.NamesQuery}} {
+		key, dst := f.key, f.dst
+		v, err := stringField(raw, key)
+		if err != nil {
+			return Schedule{}, fmt.Errorf("%s: %w", where, err)
+		}
+		if _, set := raw[key]; set && strings.TrimSpace(v) == "" {
+			return Schedule{}, fmt.Errorf("%s: %s is empty", where, key)
+		}
+		*dst = v
 	}
-	return Schedule{Name: name, Cron: expr, NFTNames: names, Spec: spec}, nil
+	if s.NamesQuery != "" {
+		s.NamesQuery = strings.TrimSpace(s.NamesQuery)
+	}
+	if _, inline := raw[SourceInline]; inline || !s.Dynamic() {
+		if s.NFTNames, err = nftNames(raw[SourceInline], s.Dynamic()); err != nil {
+			return Schedule{}, fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return s, nil
 }
 
 func unknownKeys(raw map[string]any) error {
@@ -132,15 +165,17 @@ func stringField(raw map[string]any, key string) (string, error) {
 	return s, nil
 }
 
-// nftNames validates a schedule's names, keeping their order and dropping
-// repeats. Names are kept byte for byte: spaces and any Unicode are valid.
-func nftNames(v any) ([]string, error) {
+// nftNames validates a schedule's inline names, keeping their order and
+// dropping repeats; an empty list is an error unless other sources may
+// give names. Names are kept byte for byte: spaces and any Unicode are
+// valid.
+func nftNames(v any, others bool) ([]string, error) {
 	list, ok := v.([]any)
 	if v != nil && !ok {
 		return nil, fmt.Errorf("nft_names must be a list, found %v", v)
 	}
-	if len(list) == 0 {
-		return nil, errors.New("nft_names is missing or empty")
+	if len(list) == 0 && !others {
+		return nil, errors.New("nft_names is missing or empty, and neither nft_names_file nor nft_names_query is set")
 	}
 	names := make([]string, 0, len(list))
 	seen := make(map[string]bool, len(list))
@@ -160,8 +195,9 @@ func nftNames(v any) ([]string, error) {
 	return names, nil
 }
 
-// Names returns every nft name of the schedules once, in the order first
-// listed, so that a name several schedules share is fetched once a pass.
+// Names returns every inline nft name of the schedules once, in the order
+// first listed, so that a name several schedules share is fetched once a
+// pass.
 func Names(schedules []Schedule) []string {
 	var all []string
 	for _, s := range schedules {

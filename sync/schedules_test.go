@@ -39,10 +39,12 @@ func TestLoadSchedulesErrors(t *testing.T) {
 		file string
 		want string
 	}{
-		{"unknown-key.yaml", `schedule "hourly" (schedules[0]): unknown key "crn" (known: name, cron, nft_names)`},
+		{"unknown-key.yaml", `schedule "hourly" (schedules[0]): unknown key "crn" (known: name, cron, nft_names, nft_names_file, nft_names_query)`},
 		{"unknown-top-key.yaml", `invalid YAML: [1:1] unknown field "schedule"`},
 		{"empty-names.yaml", `schedule "hourly" (schedules[0]): nft_names is missing or empty`},
 		{"missing-names.yaml", `schedule "hourly" (schedules[0]): nft_names is missing or empty`},
+		{"file-not-string.yaml", `schedule "hourly" (schedules[0]): nft_names_file must be a string, found [a b] (quote it)`},
+		{"empty-query.yaml", `schedule "hourly" (schedules[0]): nft_names_query is empty`},
 		{"names-not-list.yaml", `schedule "hourly" (schedules[0]): nft_names must be a list, found alice.dmail`},
 		{"blank-name-item.yaml", `schedule "hourly" (schedules[0]): nft_names[1] is empty`},
 		{"number-name-item.yaml", `schedule "hourly" (schedules[0]): nft_names[1] must be a string, found 12345 (quote it)`},

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	gosync "sync"
 
@@ -33,8 +34,7 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		}
 		a.metrics.ObserveShare(sh)
 	}
-	names, scheduleName, err := a.backfillNames(f, sh)
-	if err != nil {
+	if err := a.knownSchedule(f.schedule); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
 		return exitConfig
 	}
@@ -42,9 +42,11 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	defer cancel()
 	var syncer *sync.Syncer
 	var st stores
+	var queries sync.NameQuerier // none in a dry run, which has no ClickHouse
 	if f.dryRun {
 		syncer = a.syncer(sink.NewJSONLines(a.stdout), nil)
 	} else {
+		var err error
 		st, err = a.openStores(ctx)
 		if err != nil {
 			return a.configFailed(err)
@@ -54,7 +56,9 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		// spool by hand.
 		a.flushSpool(passCtx, st)
 		syncer = a.syncer(st.ch, st.spool)
+		queries = st.ch
 	}
+	names, scheduleName, unresolved := a.backfillNames(ctx, f, sh, queries)
 	rep, err := a.backfillPass(passCtx, syncer, sync.Pass{
 		Names:      names,
 		Schedule:   scheduleName,
@@ -71,7 +75,7 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	case rep.Spooled > 0, rep.RunSpooled && len(rep.Failed) == 0:
 		a.spoolWaits(st)
 		return exitSpooled
-	case err != nil || len(rep.Failed) > 0:
+	case err != nil || len(rep.Failed) > 0 || unresolved:
 		return exitFailed
 	}
 	return exitOK
@@ -91,28 +95,56 @@ func (a *app) backfillPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass
 	return rep, err
 }
 
+// knownSchedule checks --schedule's name.
+func (a *app) knownSchedule(name string) error {
+	if name == "" {
+		return nil
+	}
+	known := make([]string, len(a.cfg.Schedules))
+	for i, s := range a.cfg.Schedules {
+		if s.Name == name {
+			return nil
+		}
+		known[i] = fmt.Sprintf("%q", s.Name)
+	}
+	return fmt.Errorf("--schedule %q: no such schedule in %s (have %s)", name, a.cfg.SchedulesFile, strings.Join(known, ", "))
+}
+
 // backfillNames picks the pass's names from the flags: --nft exactly,
-// --schedule one schedule's, otherwise every schedule's once. Names from
+// --schedule one schedule's, otherwise every schedule's once, each read
+// from its sources now (queries on q, nil in a dry run). Names from
 // schedules are limited to the share sh (READSYNC_SHARD's, read once for
 // the pass); --nft names are taken as given, since naming them is an
-// explicit request.
-func (a *app) backfillNames(f flags, sh shard.Share) ([]string, string, error) {
-	switch {
-	case len(f.nft) > 0:
-		return f.nft, "", nil
-	case f.schedule != "":
-		for _, s := range a.cfg.Schedules {
-			if s.Name == f.schedule {
-				return sh.Filter(s.NFTNames), s.Name, nil
-			}
-		}
-		known := make([]string, len(a.cfg.Schedules))
-		for i, s := range a.cfg.Schedules {
-			known[i] = fmt.Sprintf("%q", s.Name)
-		}
-		return nil, "", fmt.Errorf("--schedule %q: no such schedule in %s (have %s)",
-			f.schedule, a.cfg.SchedulesFile, strings.Join(known, ", "))
-	default:
-		return sh.Filter(sync.Names(a.cfg.Schedules)), "", nil
+// explicit request. A source that fails is logged, and unresolved says
+// so; the pass takes the names of the others.
+func (a *app) backfillNames(ctx context.Context, f flags, sh shard.Share, q sync.NameQuerier) (names []string, schedule string, unresolved bool) {
+	if len(f.nft) > 0 {
+		return f.nft, "", false
 	}
+	var chosen []sync.Schedule
+	dynamic := false
+	for _, s := range a.cfg.Schedules {
+		if f.schedule == "" || s.Name == f.schedule {
+			chosen = append(chosen, s)
+			dynamic = dynamic || s.Dynamic()
+		}
+	}
+	if !dynamic {
+		// Inline lists only: every name once, in the order first listed.
+		return sh.Filter(sync.Names(chosen)), f.schedule, false
+	}
+	for _, s := range chosen {
+		got, _, err := sync.ResolveNames(ctx, s, q)
+		if err != nil {
+			a.log.Error("names of a schedule not resolved; the backfill goes on without them", "schedule", s.Name,
+				"source", strings.Join(sync.FailedSources(err), ","), "err", err)
+			unresolved = true
+		}
+		names = append(names, sh.Filter(got)...)
+	}
+	if len(chosen) > 1 {
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	return names, f.schedule, unresolved
 }

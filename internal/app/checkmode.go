@@ -7,7 +7,6 @@ import (
 
 	"github.com/readsync/readsync/internal/check"
 	"github.com/readsync/readsync/sink/clickhouse"
-	"github.com/readsync/readsync/sync"
 )
 
 // check is --check (see package check): exit 0 when every part is usable,
@@ -21,8 +20,7 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 	outcome := check.Run(ctx, check.Config{
 		Out:           a.stdout,
 		SchedulesFile: a.cfg.SchedulesFile,
-		Schedules:     len(a.cfg.Schedules),
-		Names:         sync.Names(a.cfg.Schedules),
+		Schedules:     a.cfg.Schedules,
 		Unknown:       unknown,
 		SpoolDir:      a.cfg.SpoolDir,
 		SpoolMaxBytes: int64(a.cfg.SpoolMaxBytes),

@@ -88,6 +88,7 @@ func (a *app) startingShare(ctx context.Context) (shard.Share, error) {
 // and a running pass once it finishes or the shutdown grace ends.
 func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Schedule, sh shard.Share, probes *health.Probes) {
 	syncer := a.syncer(st.ch, st.spool)
+	resolver := sync.NewResolver(st.ch)
 	// Passes run on a context of their own: SIGTERM stops the scheduling at
 	// once but only cancels a running pass when the grace period is over.
 	passCtx, cancelPasses := withGrace(ctx, a.cfg.ShutdownGrace)
@@ -108,7 +109,7 @@ func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Sche
 
 	c := schedule.Start(schedules, a.log,
 		func(s sync.Schedule, tick time.Time) {
-			a.cronPass(passCtx, syncer, s, tick)
+			a.cronPass(passCtx, syncer, resolver, s, tick)
 			// The pass's writes are the reconcile's to check, in its own
 			// loop: the next tick never waits for it.
 			reconciler.Wake()
@@ -137,7 +138,8 @@ func (a *app) armedSchedules() []sync.Schedule {
 	}
 	var out []sync.Schedule
 	for _, s := range a.cfg.Schedules {
-		if len(fixed.Filter(s.NFTNames)) == 0 {
+		// A file's or a query's names may change at any pass.
+		if !s.Dynamic() && len(fixed.Filter(s.NFTNames)) == 0 {
 			a.log.Info("schedule has no names in this shard; not armed", "schedule", s.Name, "shard", fixed.String())
 			continue
 		}
@@ -211,7 +213,7 @@ func (a *app) readiness(st stores) func(context.Context) error {
 // before the schedule's next tick, so a slow upstream costs one snapshot
 // rather than piling passes up. It leaves the spool to flushLoop: new
 // snapshots come first.
-func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule, tick time.Time) {
+func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, resolver *sync.Resolver, s sync.Schedule, tick time.Time) {
 	if tick.IsZero() {
 		tick = time.Now()
 	}
@@ -222,12 +224,17 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, s sync.Schedule
 	ctx, cancel := context.WithDeadlineCause(ctx, next,
 		fmt.Errorf("cut off by the next tick at %s", next.UTC().Format(time.RFC3339)))
 	defer cancel()
-	// The share is read at every pass, so that a change of the
-	// StatefulSet's replicas applies from the next tick on.
+	// The names and the share are read at every pass, so that a name
+	// added to the file or the table, and a change of the StatefulSet's
+	// replicas, apply from the next tick on.
+	all, ok := a.passNames(ctx, syncer, resolver, s, tick)
+	if !ok {
+		return
+	}
 	sh := a.shares.Current(ctx)
 	a.metrics.ObserveShare(sh)
-	names := sh.Filter(s.NFTNames)
-	if len(names) == 0 {
+	names := sh.Filter(all)
+	if len(names) == 0 && len(all) > 0 {
 		level := slog.LevelDebug
 		if sh.Index >= sh.Count {
 			level = slog.LevelInfo // a pod the StatefulSet is removing: worth a line

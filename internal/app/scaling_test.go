@@ -212,7 +212,7 @@ func (c *cluster) tickAll() map[string]map[string]int {
 		p := c.pods[ordinal]
 		for _, s := range p.schedules {
 			c.srv.ResetRequests()
-			p.app.cronPass(context.Background(), p.syncer, s, c.tick)
+			p.app.cronPass(context.Background(), p.syncer, sync.NewResolver(nil), s, c.tick)
 			if out[s.Name] == nil {
 				out[s.Name] = map[string]int{}
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/readsync/readsync/apiclient/apitest"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sync"
 )
 
 // newTestApp builds the app run would build from the fixture's
@@ -69,7 +70,7 @@ func TestCronPassLeavesTheSpoolToTheFlusher(t *testing.T) {
 	backlog(t, st, 3)
 
 	tick := time.Now().UTC().Truncate(time.Second)
-	a.cronPass(context.Background(), a.syncer(st.ch, st.spool), a.cfg.Schedules[0], tick)
+	a.cronPass(context.Background(), a.syncer(st.ch, st.spool), sync.NewResolver(st.ch), a.cfg.Schedules[0], tick)
 
 	if n := st.spool.Stats().Entries; n != 3 {
 		t.Errorf("the pass left %d of the 3 spooled entries; log:\n%s", n, log.String())
@@ -237,7 +238,7 @@ func TestCronPassCutOffByTheNextTick(t *testing.T) {
 
 	// A tick at the coming second leaves the fast name at least a second.
 	tick := time.Now().UTC().Truncate(time.Second).Add(time.Second)
-	a.cronPass(context.Background(), a.syncer(st.ch, st.spool), a.cfg.Schedules[0], tick)
+	a.cronPass(context.Background(), a.syncer(st.ch, st.spool), sync.NewResolver(st.ch), a.cfg.Schedules[0], tick)
 
 	next := tick.Add(time.Second).Format(time.RFC3339)
 	var status, runErr string

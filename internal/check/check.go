@@ -1,6 +1,7 @@
-// Package check is readsync --check: it reports on the configuration, the
-// spool, the Kubernetes API, the upstream API and ClickHouse, one line
-// each, and changes nothing: not the spool, not the database.
+// Package check is readsync --check: it reports on the configuration
+// (with a line for each schedule whose names come from a file or a
+// query), the spool, the Kubernetes API, the upstream API and ClickHouse,
+// one line each, and changes nothing: not the spool, not the database.
 package check
 
 import (
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -46,11 +48,9 @@ type Details interface {
 type Config struct {
 	// Out receives the lines.
 	Out io.Writer
-	// SchedulesFile is the schedules file, Schedules how many schedules
-	// it has, and Names every name of its schedules, in its order.
+	// SchedulesFile is the schedules file, and Schedules its schedules.
 	SchedulesFile string
-	Schedules     int
-	Names         []string
+	Schedules     []sync.Schedule
 	// Unknown describes each READSYNC_ variable readsync does not read.
 	Unknown []string
 	// SpoolDir and SpoolMaxBytes are the spool's directory and cap.
@@ -67,7 +67,8 @@ type Config struct {
 	// NewAPI returns a client of the upstream that calls observe at every
 	// attempt and logs nothing.
 	NewAPI func(observe func(op, outcome string, d time.Duration)) (Details, error)
-	// OpenClickHouse connects to ClickHouse without migrating.
+	// OpenClickHouse connects to ClickHouse without migrating: for the
+	// ClickHouse check, and to run the schedules' names queries.
 	OpenClickHouse func(ctx context.Context) (*clickhouse.ClickHouse, error)
 }
 
@@ -78,7 +79,8 @@ type Config struct {
 // configured name instead of the first, and adds a line for each that
 // fails. A configuration error stops it at once.
 func Run(ctx context.Context, c Config, skipClickHouse, allNames bool) Outcome {
-	if !c.config() {
+	names, ok := c.config(ctx, skipClickHouse)
+	if !ok {
 		return ConfigError
 	}
 	if !skipClickHouse && !c.spool() {
@@ -88,7 +90,7 @@ func Run(ctx context.Context, c Config, skipClickHouse, allNames bool) Outcome {
 	if !c.kubernetes(ctx) {
 		outcome = Failed
 	}
-	if !c.api(ctx, allNames) {
+	if !c.api(ctx, names, allNames) {
 		outcome = Failed
 	}
 	if skipClickHouse {
@@ -106,15 +108,73 @@ func Run(ctx context.Context, c Config, skipClickHouse, allNames bool) Outcome {
 	return outcome
 }
 
-// config reports the schedules read, or the unknown variables, which make
-// the configuration fail.
-func (c Config) config() bool {
+// config reports the schedules read, with every schedule's names read
+// from its sources (see names), or the unknown variables or the sources
+// that fail, which make the configuration fail. It returns the names.
+func (c Config) config(ctx context.Context, skipClickHouse bool) ([]string, bool) {
 	if len(c.Unknown) > 0 {
 		fmt.Fprintf(c.Out, "config: FAILED: %s\n", strings.Join(c.Unknown, "; "))
-		return false
+		return nil, false
 	}
-	fmt.Fprintf(c.Out, "config: ok (%s: %d schedules, %d nft names)\n", c.SchedulesFile, c.Schedules, len(c.Names))
-	return true
+	names, err := c.names(ctx, skipClickHouse)
+	if err != nil {
+		fmt.Fprintf(c.Out, "config: FAILED: %v\n", err)
+		return nil, false
+	}
+	fmt.Fprintf(c.Out, "config: ok (%s: %d schedules, %d nft names)\n", c.SchedulesFile, len(c.Schedules), len(names))
+	return names, true
+}
+
+// names reads every schedule's names from its sources, and prints a
+// line per schedule that has a file or a query: each source and how many
+// names it gave. A source that fails is an error naming the schedule and
+// the source. It returns the names of every schedule, each once. Queries
+// run on a connection of their own; with skipClickHouse (--dry-run) they
+// are not run.
+func (c Config) names(ctx context.Context, skipClickHouse bool) ([]string, error) {
+	var q sync.NameQuerier
+	if !skipClickHouse && slices.ContainsFunc(c.Schedules, func(s sync.Schedule) bool { return s.NamesQuery != "" }) {
+		ch, err := c.OpenClickHouse(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("READSYNC_CLICKHOUSE_DSN, to run nft_names_query: %w", err)
+		}
+		defer ch.Close()
+		q = ch
+	}
+	var all []string
+	var errs []error
+	for _, s := range c.Schedules {
+		if !s.Dynamic() {
+			all = append(all, s.NFTNames...)
+			continue
+		}
+		sched := s
+		if q == nil {
+			sched.NamesQuery = "" // --dry-run: no ClickHouse to run it on
+		}
+		names, counts, err := sync.ResolveNames(ctx, sched, q)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		parts := make([]string, 0, len(counts)+1)
+		for _, n := range counts {
+			parts = append(parts, fmt.Sprintf("%s %d", n.Source, n.Names))
+		}
+		if sched.NamesQuery != s.NamesQuery {
+			parts = append(parts, sync.SourceQuery+" skipped (--dry-run)")
+		}
+		fmt.Fprintf(c.Out, "names: ok (schedule %q: %s; %d names)\n", s.Name, strings.Join(parts, ", "), len(names))
+		all = append(all, names...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(c.Schedules, sync.Schedule.Dynamic) {
+		return sync.Names(c.Schedules), nil // in the file's order
+	}
+	slices.Sort(all)
+	return slices.Compact(all), nil
 }
 
 // spool reports what waits in the spool. It is inspected, not opened: a
@@ -156,10 +216,16 @@ func (c Config) kubernetes(ctx context.Context) bool {
 
 // api asks the upstream for the first name, or with allNames for every
 // name.
-func (c Config) api(ctx context.Context, allNames bool) bool {
-	check := func() error { return c.checkAPI(ctx, c.Names[0]) }
+func (c Config) api(ctx context.Context, names []string, allNames bool) bool {
+	check := func() error {
+		if len(names) == 0 {
+			fmt.Fprintln(c.Out, "api: skipped (no names to ask for)")
+			return nil
+		}
+		return c.checkAPI(ctx, names[0])
+	}
 	if allNames {
-		check = func() error { return c.checkAllNames(ctx) }
+		check = func() error { return c.checkAllNames(ctx, names) }
 	}
 	if err := check(); err != nil {
 		fmt.Fprintf(c.Out, "api: FAILED: %v\n", err)
@@ -201,14 +267,14 @@ func (c Config) checkAPI(ctx context.Context, nft string) error {
 // each name that fails, in the file's order, for a new schedules file's
 // typos. Like a pass, it stops asking once its sync.Breaker finds the
 // upstream down.
-func (c Config) checkAllNames(ctx context.Context) error {
+func (c Config) checkAllNames(ctx context.Context, names []string) error {
 	var attempts atomic.Int64
 	api, err := c.NewAPI(func(string, string, time.Duration) { attempts.Add(1) })
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	asked := askAll(ctx, api, c.Names, c.Concurrency)
+	asked := askAll(ctx, api, names, c.Concurrency)
 	failed, notAsked := 0, 0
 	for i, a := range asked.list {
 		switch {
@@ -216,17 +282,17 @@ func (c Config) checkAllNames(ctx context.Context) error {
 			notAsked++
 		case a.err != nil:
 			failed++
-			fmt.Fprintf(c.Out, "api: nft %q: FAILED: %v\n", c.Names[i], a.err)
+			fmt.Fprintf(c.Out, "api: nft %q: FAILED: %v\n", names[i], a.err)
 		}
 	}
 	if cause := asked.stopped; cause != nil && notAsked > 0 {
-		return fmt.Errorf("%w; %d of %d nft names not asked", cause, notAsked, len(c.Names))
+		return fmt.Errorf("%w; %d of %d nft names not asked", cause, notAsked, len(names))
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d nft names of %s failed", failed, len(c.Names), c.SchedulesFile)
+		return fmt.Errorf("%d of %d nft names of %s failed", failed, len(names), c.SchedulesFile)
 	}
 	fmt.Fprintf(c.Out, "api: ok (%s: all %d nft names are registered projects, %s, %d requests)\n",
-		c.APIBaseURL, len(c.Names), time.Since(start).Round(time.Millisecond), attempts.Load())
+		c.APIBaseURL, len(names), time.Since(start).Round(time.Millisecond), attempts.Load())
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/readsync/readsync/apiclient"
 	"github.com/readsync/readsync/internal/check"
 	"github.com/readsync/readsync/internal/shard"
+	"github.com/readsync/readsync/sync"
 )
 
 // fakeUpstream knows the projects of its names, and counts the requests.
@@ -39,8 +40,7 @@ func config(t *testing.T, out *bytes.Buffer, up *fakeUpstream, names ...string) 
 	return check.Config{
 		Out:           out,
 		SchedulesFile: "schedules.yaml",
-		Schedules:     1,
-		Names:         names,
+		Schedules:     []sync.Schedule{{Name: "hourly", NFTNames: names}},
 		SpoolDir:      filepath.Join(t.TempDir(), "spool"),
 		SpoolMaxBytes: 1 << 20,
 		Shares:        shard.All(),
@@ -148,3 +148,12 @@ type replicas struct {
 }
 
 func (r replicas) Replicas(context.Context, string) (int32, error) { return r.n, r.err }
+
+// A schedules file without names leaves the upstream nothing to ask.
+func TestNoNames(t *testing.T) {
+	var out bytes.Buffer
+	up := &fakeUpstream{}
+	if got := check.Run(context.Background(), config(t, &out, up), true, false); got != check.OK || !strings.Contains(out.String(), "api: skipped (no names to ask for)") {
+		t.Errorf("outcome %v, want OK with the API skipped:\n%s", got, out.String())
+	}
+}

@@ -55,13 +55,16 @@ type Metrics struct {
 	reconcileRewritten prometheus.Counter
 	reconcileReached   prometheus.Gauge
 	reconcilePending   prometheus.Gauge
+
+	names *nameMetrics
 }
 
 // New registers every series of a process running the build of version
 // and commit in a registry of its own (see Registry).
 func New(version, commit string) *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:   prometheus.NewRegistry(),
+		names: newNameMetrics(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "readsync_passes_total",
 			Help: "Passes finished, by schedule (empty for a backfill over several), trigger and status (ok, partial, failed).",
@@ -164,6 +167,7 @@ func New(version, commit string) *Metrics {
 		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, shards, shardsDeprecated, m.shardReadFailures, buildInfo, deliveredAt,
 		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.register(m.names.collectors()...)
 	for _, outcome := range []string{"ok", "error", "deferred"} {
 		m.reconciles.WithLabelValues(outcome)
 	}
@@ -239,6 +243,7 @@ func (m *Metrics) ArmSchedule(schedule string) {
 	}
 	m.namesFailed.WithLabelValues(schedule)
 	m.lastSuccess.WithLabelValues(schedule).Set(0)
+	m.names.arm(schedule)
 }
 
 // ObserveSpool exports the spool's size, quarantine and refusals, read
@@ -329,3 +334,6 @@ func (m *Metrics) ObserveDelivery(err error) { m.delivery.observe(err) }
 // Delivery returns how the last attempt to write to ClickHouse ended, and
 // when rows last reached it.
 func (m *Metrics) Delivery() DeliveryState { return m.delivery.state() }
+
+// ObserveNames records a resolution of the schedule's names at a pass.
+func (m *Metrics) ObserveNames(schedule string, res sync.Resolution) { m.names.observe(schedule, res) }

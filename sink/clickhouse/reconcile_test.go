@@ -216,29 +216,34 @@ func TestDaemonsShareOneBacklog(t *testing.T) {
 	assertVerified(t, chs[0], time.Time{})
 }
 
-// A database a release 0.4.0 reconciled holds records of its reconciles
-// without a position: the first step of this release reads from 15
-// minutes before the last one's end, as that release's next reconcile
-// would have, and no further back.
-func TestReconcileResumesFromARelease0_4Record(t *testing.T) {
+// A database release 0.4.0 migrated and reconciled (schema version 7)
+// holds records of its reconciles without a position. After the upgrade
+// (migration 8), the first step reads from 15 minutes before the last
+// one's end, as that release's next reconcile would have, and no further
+// back; the views are then right.
+func TestReconcileUpgradeFrom0_4(t *testing.T) {
 	db := sinktest.New(t)
-	ch := openSettled(t, db)
 	ctx := context.Background()
-	h := newHistory(t, ch)
-	n := writeUnrefreshed(t, db, h, 2, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
-
-	// The last reconcile of 0.4.0 ended 5 minutes ago. Two changes by hand:
-	// one 30 minutes ago, which it read, and one 10 minutes ago, within
-	// its overlap.
+	if err := clickhouse.MigrateFirst(ctx, openSink(t, db.DSN), 7); err != nil {
+		t.Fatal(err)
+	}
 	exec := func(q string) {
 		t.Helper()
 		if err := db.Conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	exec(fmt.Sprintf("INSERT INTO %s (started_at, changes_from, changes_to) SELECT now() - 300, now() - 3600, now() - 300", db.Table("reconciles")))
+	// What 0.4.0 left: its last reconcile, which ended 5 minutes ago; a
+	// change by hand 30 minutes ago, which it read, and one 10 minutes
+	// ago, within its overlap; then rows written without their refresh.
+	exec(fmt.Sprintf(`INSERT INTO %s (started_at, changes_from, changes_to, changed_snapshots, changed_ticks, refreshed_snapshots, rewritten_gains, duration_ms)
+SELECT now() - 300, now() - 3600, now() - 300, 0, 0, 0, 0, 0`, db.Table("reconciles")))
 	exec(fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT now() - 1800, 1, toDateTime('2026-03-01 04:00:00')", db.Table("snapshot_changes")))
 	exec(fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT now() - 600, 2, toDateTime('2026-03-01 04:00:00')", db.Table("snapshot_changes")))
+	ch := openSettled(t, db)
+	h := newHistory(t, ch)
+	n := writeUnrefreshed(t, db, h, 2, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+
 	rep, err := ch.ReconcileStep(ctx, "", 1000)
 	if err != nil {
 		t.Fatal(err)
