@@ -62,7 +62,22 @@ type Metrics struct {
 // New registers every series of a process running the build of version
 // and commit in a registry of its own (see Registry).
 func New(version, commit string) *Metrics {
-	m := &Metrics{
+	m := newSeries()
+	m.register(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
+		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, m.shardReadFailures,
+		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.register(m.names.collectors()...)
+	m.registerReadOnScrape(version, commit)
+	for _, outcome := range []string{"ok", "error", "deferred"} {
+		m.reconciles.WithLabelValues(outcome)
+	}
+	return m
+}
+
+// newSeries declares the series the process updates as it goes.
+func newSeries() *Metrics {
+	return &Metrics{
 		reg:   prometheus.NewRegistry(),
 		names: newNameMetrics(),
 		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -136,6 +151,12 @@ func New(version, commit string) *Metrics {
 			Help: "Rows of reads gained that a reconcile found stale or missing and wrote again: a write whose refresh did not run or read a stale replica, or rows written by another process or by hand.",
 		}),
 	}
+}
+
+// registerReadOnScrape registers the series whose value is fixed (the
+// build's) or read when scraped: the last delivery, its state, and the
+// shard count under both its names.
+func (m *Metrics) registerReadOnScrape(version, commit string) {
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "readsync_build_info",
 		Help: "Always 1; the labels say which build is running.",
@@ -163,14 +184,7 @@ func New(version, commit string) *Metrics {
 		Name: "readsync_shard_count",
 		Help: "Deprecated: replaced by readsync_shards, which has the same value; to be removed after a deprecation period (README, Monitoring).",
 	}, func() float64 { return float64(m.shards.Load()) })
-	m.register(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
-		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, shards, shardsDeprecated, m.shardReadFailures, buildInfo, deliveredAt,
-		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m.register(m.names.collectors()...)
-	for _, outcome := range []string{"ok", "error", "deferred"} {
-		m.reconciles.WithLabelValues(outcome)
-	}
+	m.register(shards, shardsDeprecated, buildInfo, deliveredAt)
 	for _, state := range []string{DeliveryOK, DeliveryRefused, DeliveryUnavailable} {
 		m.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name:        "readsync_delivery_state",
@@ -183,7 +197,6 @@ func New(version, commit string) *Metrics {
 			return 0
 		}))
 	}
-	return m
 }
 
 // register registers collectors in the process's registry.
