@@ -4,7 +4,7 @@
 #   docker build --build-arg COMMIT=$(git rev-parse --short HEAD) \
 #     -t readsync:$(cat VERSION) .
 
-# The Go of go.mod (TestDockerfileGoVersion in cmd/readsync checks it).
+# The Go of go.mod (TestDockerfileGoVersion in internal/app checks it).
 FROM golang:1.26.8 AS build
 WORKDIR /src
 # Modules first, so that this layer stays cached while only code changes.

@@ -3,7 +3,7 @@ SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
 # The release: the VERSION file, which the chart's version and appVersion and the
-# kustomize bases' image tag repeat (TestVersionInOnePlace in cmd/readsync holds
+# kustomize bases' image tag repeat (TestVersionInOnePlace in internal/app holds
 # them to it). A build between releases may say so: make VERSION=$(git describe --always) build.
 VERSION ?= $(shell cat VERSION)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)

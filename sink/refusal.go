@@ -2,6 +2,7 @@ package sink
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
@@ -116,4 +117,13 @@ var transient = map[int32]bool{
 	319: true, // UNKNOWN_STATUS_OF_INSERT
 	394: true, // QUERY_WAS_CANCELLED
 	999: true, // KEEPER_EXCEPTION
+}
+
+// Describe says what went wrong with ClickHouse, for an operator: when the
+// server refused, that it did and what to do; otherwise the error as it is.
+func Describe(err error) string {
+	if fix, ok := Refused(err); ok {
+		return fmt.Sprintf("ClickHouse refused: %v; to fix: %s", err, fix)
+	}
+	return err.Error()
 }

@@ -81,3 +81,16 @@ func TestRefusedForContent(t *testing.T) {
 		})
 	}
 }
+
+// Describe says what to do about a refusal, and passes anything else on
+// as it is.
+func TestDescribe(t *testing.T) {
+	refused := fmt.Errorf("INSERT: %w", &clickhouse.Exception{Code: 164, Message: "readonly"})
+	if got := Describe(refused); !strings.HasPrefix(got, "ClickHouse refused: INSERT: ") || !strings.Contains(got, "; to fix: ") || !strings.Contains(got, "lacks a right readsync needs") {
+		t.Errorf("Describe(a refusal) = %q", got)
+	}
+	down := errors.New("dial tcp 127.0.0.1:9000: connect: connection refused")
+	if got := Describe(down); got != down.Error() {
+		t.Errorf("Describe(an outage) = %q, want the error as it is", got)
+	}
+}

@@ -3,7 +3,6 @@ package derived
 import (
 	"cmp"
 	"fmt"
-	"math/bits"
 )
 
 // Reads gained: how many reads a project's messages gained at each
@@ -52,14 +51,6 @@ type gainSum struct {
 	// first time) is not in it.
 	topVersion                      uint64
 	topMessages, topReads, topTotal uint64
-}
-
-type uint128 struct{ hi, lo uint64 }
-
-func (u *uint128) add(x uint64) {
-	var carry uint64
-	u.lo, carry = bits.Add64(u.lo, x, 0)
-	u.hi += carry
 }
 
 // add counts message row cur, whose previous row is prev (nil for none).

@@ -35,8 +35,8 @@ import (
 // time less the settle delay: a change becomes visible to readers a
 // little after its time, when its INSERT block is written (on one
 // server), or once the replica read has fetched it (in cluster mode,
-// where no replica more than staleReplicaDelay behind is read). Past the
-// horizon, every change of a second is visible, and the position can
+// where no replica more than staleReplicaDelay behind is read). Before
+// the horizon, every change of a second is visible, and the position can
 // move over it for good.
 
 // DefaultStepChanges is how many project snapshot changes, and apart how
@@ -123,7 +123,8 @@ type StepReport struct {
 	// CaughtUp says that no change older than the horizon waits.
 	CaughtUp bool
 	// Reached is the change time before which every change has been
-	// read: the horizon once caught up.
+	// read: the horizon once caught up. A step that left the work to
+	// another daemon (HeldBy) reports the horizon too, without reading.
 	Reached time.Time
 	// Pending counts the change log rows after To, older than the
 	// horizon or not.
@@ -136,7 +137,9 @@ type StepReport struct {
 // ReconcileReport says what a whole reconcile, its steps added up, found
 // and did.
 type ReconcileReport struct {
-	// From and To bound the times of the changes read.
+	// From is how far the first step read (its Reached), To the horizon
+	// of the last step that recorded its position; the changes younger
+	// than To that Reconcile read after it are not bounded by it.
 	From, To time.Time
 	// Steps counts the steps.
 	Steps int

@@ -31,7 +31,7 @@ const dedupWindow = 1000
 // DateTime64, Bool, LowCardinality, TTL or window functions, and the JOIN
 // form of views.go. The tests run every step on both, and check every
 // statement readsync sends for shapes one of them refuses (RefusedBy, in
-// dialect.go).
+// dialect_1816.go).
 func migrations() []migration {
 	return []migration{
 		// The schema of the first release, as it created it; a database
@@ -60,11 +60,14 @@ func migrations() []migration {
 		// the tokens of its last dedupWindow INSERTs, so that a spool entry
 		// replayed after its first attempt reached the server adds nothing.
 		// The rollups that materialized views fill need the window too:
-		// current servers check each view's block in its own target
-		// (deduplicate_blocks_in_dependent_materialized_views), by a token
-		// derived from the INSERT's. Replicated tables remember their INSERTs
-		// already; the others need the window, which 18.16 lacks: there the
-		// step waits for the server's upgrade.
+		// every INSERT sets deduplicate_blocks_in_dependent_materialized_views
+		// (chconn's pinnedInsertSettings; its default is off), so that the
+		// server checks each view's block in its own target, by a token
+		// derived from the INSERT's, whatever its defaults or the user's
+		// profile say (TestRetriedWriteLeavesEveryViewExact starts from the
+		// setting off). Replicated tables remember their INSERTs already;
+		// the others need the window, which 18.16 lacks: there the step
+		// waits for the server's upgrade.
 		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: chconn.Server.DedupTokens, sql: func(d ddl) []string {
 			if d.Clustered() {
 				return nil

@@ -1,0 +1,150 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	gosync "sync"
+
+	"github.com/readsync/readsync/internal/kubeapi"
+	"github.com/readsync/readsync/internal/progress"
+	"github.com/readsync/readsync/internal/shard"
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sync"
+)
+
+// backfill runs one pass now over the chosen names. It exits 0 when every
+// name synced, 3 when rows were fetched but some of them (or the run
+// record) wait in the spool, saying where and how to deliver them, and 1
+// when names failed.
+//
+// A signal lets the pass go on for the shutdown grace and then cancels it;
+// what was fetched is spooled, and the exit code tells what was not done.
+func (a *app) backfill(ctx context.Context, f flags) int {
+	sh := shard.All()
+	if len(f.nft) == 0 {
+		var err error
+		if sh, err = a.shares.Check(ctx); err != nil {
+			fmt.Fprintf(a.stderr, "readsync: %v\n", err)
+			if kubeapi.Permanent(err) {
+				return exitConfig
+			}
+			return exitFailed
+		}
+		a.metrics.ObserveShare(sh)
+	}
+	if err := a.knownSchedule(f.schedule); err != nil {
+		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
+		return exitConfig
+	}
+	passCtx, cancel := withGrace(ctx, a.cfg.ShutdownGrace)
+	defer cancel()
+	var syncer *sync.Syncer
+	var st stores
+	var queries sync.NameQuerier // none in a dry run, which has no ClickHouse
+	if f.dryRun {
+		syncer = a.syncer(sink.NewJSONLines(a.stdout), nil)
+	} else {
+		var err error
+		st, err = a.openStores(ctx)
+		if err != nil {
+			return a.configFailed(err)
+		}
+		defer st.Close()
+		// Older rows first: a backfill is also how an operator drains the
+		// spool by hand.
+		a.flushSpool(passCtx, st)
+		syncer = a.syncer(st.ch, st.spool)
+		queries = st.ch
+	}
+	names, scheduleName, unresolved := a.backfillNames(ctx, f, sh, queries)
+	rep, err := a.backfillPass(passCtx, syncer, sync.Pass{
+		Names:      names,
+		Schedule:   scheduleName,
+		Trigger:    sync.TriggerBackfill,
+		SnapshotAt: f.snapshotAt,
+	})
+	if st.ch != nil {
+		a.reconcile(passCtx, st.ch)
+	}
+	if err != nil {
+		a.log.Error("backfill could not be recorded", "err", err)
+	}
+	switch {
+	case rep.Spooled > 0, rep.RunSpooled && len(rep.Failed) == 0:
+		a.spoolWaits(st)
+		return exitSpooled
+	case err != nil || len(rep.Failed) > 0 || unresolved:
+		return exitFailed
+	}
+	return exitOK
+}
+
+// backfillPass runs the backfill's pass p with its progress shown, and
+// the summary once the pass has returned.
+func (a *app) backfillPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass) (sync.Report, error) {
+	prog := progress.New(a.log, a.stderr, isTerminal(a.stderr), len(p.Names))
+	var reporter gosync.WaitGroup
+	reporter.Go(prog.Run)
+	p.Progress = prog.Update
+	rep, err := a.runPass(ctx, syncer, p)
+	prog.Close()
+	reporter.Wait()
+	prog.Finish(rep)
+	return rep, err
+}
+
+// knownSchedule checks --schedule's name.
+func (a *app) knownSchedule(name string) error {
+	if name == "" {
+		return nil
+	}
+	known := make([]string, len(a.cfg.Schedules))
+	for i, s := range a.cfg.Schedules {
+		if s.Name == name {
+			return nil
+		}
+		known[i] = fmt.Sprintf("%q", s.Name)
+	}
+	return fmt.Errorf("--schedule %q: no such schedule in %s (have %s)", name, a.cfg.SchedulesFile, strings.Join(known, ", "))
+}
+
+// backfillNames picks the pass's names from the flags: --nft exactly,
+// --schedule one schedule's, otherwise every schedule's once, each read
+// from its sources now (queries on q, nil in a dry run). Names from
+// schedules are limited to the share sh (READSYNC_SHARD's, read once for
+// the pass); --nft names are taken as given, since naming them is an
+// explicit request. A source that fails is logged, and unresolved says
+// so; the pass takes the names of the others.
+func (a *app) backfillNames(ctx context.Context, f flags, sh shard.Share, q sync.NameQuerier) (names []string, schedule string, unresolved bool) {
+	if len(f.nft) > 0 {
+		return f.nft, "", false
+	}
+	var chosen []sync.Schedule
+	dynamic := false
+	for _, s := range a.cfg.Schedules {
+		if f.schedule == "" || s.Name == f.schedule {
+			chosen = append(chosen, s)
+			dynamic = dynamic || s.Dynamic()
+		}
+	}
+	if !dynamic {
+		// Inline lists only: every name once, in the order first listed.
+		return sh.Filter(sync.Names(chosen)), f.schedule, false
+	}
+	for _, s := range chosen {
+		got, _, err := sync.ResolveNames(ctx, s, q)
+		if err != nil {
+			a.log.Error("names of a schedule not resolved; the backfill goes on without them", "schedule", s.Name,
+				"source", strings.Join(sync.FailedSources(err), ","), "err", err)
+			unresolved = true
+		}
+		names = append(names, sh.Filter(got)...)
+	}
+	if len(chosen) > 1 {
+		slices.Sort(names)
+		names = slices.Compact(names)
+	}
+	return names, f.schedule, unresolved
+}

@@ -1,0 +1,464 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/netip"
+	"net/url"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sethvargo/go-envconfig"
+
+	"github.com/readsync/readsync/apiclient"
+	"github.com/readsync/readsync/internal/shard"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sync"
+)
+
+// secret is a configuration value that must never be printed. Its String
+// and LogValue hide it, so a config struct that reaches a log line or an
+// error by accident shows nothing.
+type secret string
+
+func (s *secret) EnvDecode(v string) error { *s = secret(v); return nil }
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "[redacted]"
+}
+func (s secret) GoString() string             { return s.String() }
+func (s secret) LogValue() slog.Value         { return slog.StringValue(s.String()) }
+func (s secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// env is the process environment readsync reads, one field per variable.
+// The env tag gives the name and the default or "required" (go-envconfig's
+// syntax), the help tag a one-line description. Loading, --help, the
+// unknown-variable warning and the tests all derive from these tags, so a
+// new variable is a new field with both. The names are a contract.
+type env struct {
+	APIBaseURL     string        `env:"READSYNC_API_BASE_URL, required" help:"scheme and host of the API, such as https://api.example.com"`
+	ClientID       string        `env:"READSYNC_CLIENT_ID, required" help:"sent as the client_id header"`
+	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required" help:"sent as the client_secret header; never logged"`
+	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN" help:"clickhouse://user:password@host:9000/database (native protocol); required unless --dry-run"`
+	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE" help:"PEM file of the CA that signed ClickHouse's certificate; needs secure=true in the DSN"`
+	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml" help:"path of the schedules file"`
+	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8" help:"names in flight at once, 1 to 1024"`
+	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s" help:"bound on one HTTP request, body included"`
+	LogLevel       string        `env:"READSYNC_LOG_LEVEL, default=info" help:"debug, info, warn or error"`
+	LogFormat      string        `env:"READSYNC_LOG_FORMAT" help:"text or json; unset: text on a terminal, else json"`
+	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC" help:"IANA zone the API's times are written in"`
+	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT"`
+	BatchTimeout   time.Duration `env:"READSYNC_BATCH_TIMEOUT, default=30s" help:"longest wait of fetched rows before an INSERT, however slowly a batch fills; a pass cut off loses no more"`
+
+	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER" help:"cluster of the server's remote_servers to create replicated, sharded tables on; unset: one server"`
+	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH" help:"ZooKeeper path of the replicated tables in cluster mode; unset: /clickhouse/tables/{shard}/{database}/{table}"`
+
+	MaxRetries       int           `env:"READSYNC_MAX_RETRIES, default=4" help:"retries of a transiently failed upstream request, 0 to 100"`
+	RetryBackoff     time.Duration `env:"READSYNC_RETRY_BACKOFF, default=500ms" help:"wait before the first retry, upstream and database; doubles up to 30s"`
+	RateLimit        float64       `env:"READSYNC_RATE_LIMIT, default=20" help:"upstream requests per second, retries included; 0 for no limit"`
+	MaxResponseBytes byteSize      `env:"READSYNC_MAX_RESPONSE_BYTES, default=256MiB" help:"largest response body accepted"`
+
+	SpoolDir           string        `env:"READSYNC_SPOOL_DIR, default=./spool" help:"directory for rows ClickHouse did not take"`
+	SpoolMaxBytes      byteSize      `env:"READSYNC_SPOOL_MAX_BYTES, default=1GiB" help:"size limit of the spool"`
+	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s" help:"how often the daemon retries delivering the spool"`
+	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s" help:"how long a running pass may go on after SIGTERM or SIGINT"`
+
+	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i (i may be a pod name ending in -i); <pod>/statefulset: n is the pod's StatefulSet's replicas, read before each pass; unset: all"`
+	HTTPAddr string `env:"READSYNC_HTTP_ADDR, default=:9090" help:"the daemon's listener for /healthz, /readyz and /metrics"`
+
+	// Read only with READSYNC_SHARD=<pod>/statefulset: how an in-cluster
+	// client finds and authenticates to the API server.
+	ServiceAccountDir string `env:"READSYNC_SERVICEACCOUNT_DIR, default=/var/run/secrets/kubernetes.io/serviceaccount" help:"the pod's service account token, ca.crt and namespace, for READSYNC_SHARD=<pod>/statefulset"`
+	KubernetesHost    string `env:"KUBERNETES_SERVICE_HOST" help:"the Kubernetes API server's address, which Kubernetes sets in every pod; for READSYNC_SHARD=<pod>/statefulset"`
+	KubernetesPort    string `env:"KUBERNETES_SERVICE_PORT" help:"the Kubernetes API server's port, which Kubernetes sets in every pod; for READSYNC_SHARD=<pod>/statefulset"`
+}
+
+// config is env validated and parsed, plus the schedules file.
+type config struct {
+	env
+	Location *time.Location
+	LogLevel slog.Level
+	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
+	ShardOf sync.Shard
+	// Member is set, and ShardOf zero, when READSYNC_SHARD is
+	// <pod>/statefulset: the count is then read from the API server.
+	Member *shard.Member
+	DSN    chconn.DSN // zero in dry-run mode
+	// Topology is where the tables live: one server or a cluster.
+	Topology  chconn.Topology
+	Schedules []sync.Schedule
+	// Unknown lists the READSYNC_ variables set in the environment that
+	// readsync does not read.
+	Unknown []unknownVariable
+}
+
+// unknownVariable is a READSYNC_ variable readsync does not read, most
+// likely a typo of Guess when Guess is set.
+type unknownVariable struct{ Name, Guess string }
+
+func (u unknownVariable) String() string {
+	if u.Guess == "" {
+		return u.Name + " is not a readsync variable"
+	}
+	return u.Name + " is not a readsync variable (did you mean " + u.Guess + "?)"
+}
+
+// Environ is an environment that can list the names set in it, so that a
+// misspelt variable is noticed. main passes the process's; Run accepts any
+// envconfig.Lookuper and checks names only when it is an Environ.
+type Environ map[string]string
+
+// OSEnviron is the process environment.
+func OSEnviron() Environ {
+	e := Environ{}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		e[k] = v
+	}
+	return e
+}
+
+// Lookup implements envconfig.Lookuper.
+func (e Environ) Lookup(key string) (string, bool) {
+	v, ok := e[key]
+	return v, ok
+}
+
+// variable describes one environment variable, read from env's tags.
+type variable struct {
+	Name     string
+	Default  string
+	Required bool
+	Help     string
+	field    reflect.StructField
+}
+
+// variables lists env's variables in declaration order.
+func variables() []variable {
+	t := reflect.TypeFor[env]()
+	vs := make([]variable, 0, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
+		v := variable{Name: strings.TrimSpace(name), Help: f.Tag.Get("help"), field: f}
+		for _, o := range strings.Split(opts, ",") {
+			o = strings.TrimSpace(o)
+			if d, ok := strings.CutPrefix(o, "default="); ok {
+				v.Default = d
+			}
+			v.Required = v.Required || o == "required"
+		}
+		vs = append(vs, v)
+	}
+	return vs
+}
+
+// form says what a value of the variable's type looks like, with an
+// example: the default when there is one.
+func (v variable) form() string {
+	example := func(fallback string) string {
+		if v.Default != "" {
+			return v.Default
+		}
+		return fallback
+	}
+	switch t := v.field.Type; {
+	case t == reflect.TypeFor[time.Duration]():
+		return "a Go duration such as " + example("30s")
+	case t == reflect.TypeFor[byteSize]():
+		return "a size in bytes, optionally with KiB, MiB, GiB or TiB, such as " + example("256MiB")
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return "a whole number such as " + example("8")
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number such as " + example("2.5")
+	default:
+		return v.Help
+	}
+}
+
+// problems gathers everything wrong with the configuration, so that one
+// run reports it all.
+type problems struct {
+	errs []error
+	// raw holds each variable's value as set, or its default.
+	raw map[string]string
+}
+
+// bad reports that the variable's value is not of the form described.
+func (p *problems) bad(name, form string) {
+	p.errs = append(p.errs, fmt.Errorf("%s=%q: %s", name, p.raw[name], form))
+}
+
+// add reports err, which already names the variable.
+func (p *problems) add(err error) { p.errs = append(p.errs, err) }
+
+// loadConfig reads the environment through lookup, validates every value
+// and loads the schedules file, reporting every problem at once. needDSN
+// is false for a dry run, which writes nowhere.
+func loadConfig(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*config, error) {
+	c := &config{}
+	p := &problems{raw: map[string]string{}}
+	target := reflect.ValueOf(&c.env).Elem()
+	decoded := map[string]bool{}
+	for _, v := range variables() {
+		raw, set := lookup.Lookup(v.Name)
+		if !set {
+			raw = v.Default
+		}
+		if v.field.Type == reflect.TypeFor[secret]() {
+			raw = secret(raw).String()
+		}
+		p.raw[v.Name] = raw
+		val, err := decodeVariable(ctx, lookup, v)
+		switch {
+		case errors.Is(err, envconfig.ErrMissingRequired):
+			p.add(fmt.Errorf("%s is required: %s", v.Name, v.Help))
+		case err != nil:
+			p.bad(v.Name, v.form())
+		default:
+			target.FieldByIndex(v.field.Index).Set(val)
+			decoded[v.Name] = true
+		}
+	}
+	c.validate(p, decoded, needDSN)
+	if decoded["READSYNC_SCHEDULES_FILE"] {
+		schedules, err := sync.LoadSchedules(c.SchedulesFile)
+		if err != nil {
+			p.add(fmt.Errorf("READSYNC_SCHEDULES_FILE: %w", err))
+		}
+		c.Schedules = schedules
+	}
+	if e, ok := lookup.(Environ); ok {
+		c.Unknown = unknownVariables(e)
+	}
+	if len(p.errs) > 0 {
+		// A misspelt name is the likeliest cause of a missing variable.
+		for _, u := range c.Unknown {
+			p.add(errors.New(u.String()))
+		}
+		return nil, errors.Join(p.errs...)
+	}
+	return c, nil
+}
+
+// decodeVariable decodes one variable with go-envconfig, which stops at
+// the first error of a struct: a struct of one field lets every variable
+// be tried.
+func decodeVariable(ctx context.Context, lookup envconfig.Lookuper, v variable) (reflect.Value, error) {
+	one := reflect.New(reflect.StructOf([]reflect.StructField{{Name: v.field.Name, Type: v.field.Type, Tag: v.field.Tag}}))
+	err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: one.Interface(), Lookuper: lookup})
+	return one.Elem().Field(0), err
+}
+
+// validate checks the decoded values, skipping variables that did not
+// decode (their zero value would only repeat the problem).
+func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
+	check := func(name string, ok func() bool, form string) {
+		if decoded[name] && !ok() {
+			p.bad(name, form)
+		}
+	}
+	if decoded["READSYNC_API_BASE_URL"] {
+		if _, err := apiclient.ParseBaseURL(c.APIBaseURL); err != nil {
+			p.add(fmt.Errorf("READSYNC_API_BASE_URL=%q: %w", redactedURL(c.APIBaseURL), err))
+		}
+	}
+	check("READSYNC_CLIENT_ID", func() bool { return strings.TrimSpace(c.ClientID) != "" }, "the API client id, not empty")
+	check("READSYNC_CLIENT_SECRET", func() bool { return c.ClientSecret != "" }, "the API client secret, not empty")
+	check("READSYNC_CONCURRENCY", func() bool { return c.Concurrency >= 1 && c.Concurrency <= 1024 },
+		"a whole number from 1 to 1024, such as 8")
+	check("READSYNC_REQUEST_TIMEOUT", func() bool { return c.RequestTimeout > 0 }, "a positive Go duration such as 30s")
+	check("READSYNC_BATCH_ROWS", func() bool { return c.BatchRows >= 1 }, "a whole number of at least 1, such as 50000")
+	check("READSYNC_BATCH_TIMEOUT", func() bool { return c.BatchTimeout > 0 }, "a positive Go duration such as 30s")
+	check("READSYNC_MAX_RETRIES", func() bool { return c.MaxRetries >= 0 && c.MaxRetries <= 100 },
+		"a whole number from 0 to 100, such as 4")
+	check("READSYNC_RETRY_BACKOFF", func() bool { return c.RetryBackoff > 0 }, "a positive Go duration such as 500ms")
+	check("READSYNC_RATE_LIMIT", func() bool {
+		return c.RateLimit >= 0 && !math.IsNaN(c.RateLimit) && !math.IsInf(c.RateLimit, 0)
+	}, "a number of requests per second such as 20, or 0 for no limit")
+	check("READSYNC_MAX_RESPONSE_BYTES", func() bool { return c.MaxResponseBytes >= 1 }, "a positive size such as 256MiB")
+	check("READSYNC_SPOOL_DIR", func() bool { return strings.TrimSpace(c.SpoolDir) != "" }, "a directory such as ./spool")
+	check("READSYNC_SPOOL_MAX_BYTES", func() bool { return c.SpoolMaxBytes >= 1 }, "a positive size such as 1GiB")
+	check("READSYNC_SPOOL_FLUSH_INTERVAL", func() bool { return c.SpoolFlushInterval > 0 }, "a positive Go duration such as 30s")
+	check("READSYNC_SHUTDOWN_GRACE", func() bool { return c.ShutdownGrace >= 0 }, "a Go duration of 0 or more, such as 30s")
+	check("READSYNC_SHARD", func() bool {
+		if m, ok, err := shard.ParseMember(c.Shard); ok {
+			c.Member = &m
+			return err == nil
+		}
+		shard, err := sync.ParseShard(c.Shard)
+		c.ShardOf = shard
+		return err == nil
+	}, shardForm)
+	if c.Member != nil && decoded["KUBERNETES_SERVICE_HOST"] && (c.KubernetesHost == "" || c.KubernetesPort == "") {
+		p.add(fmt.Errorf("READSYNC_SHARD=%q: reads the StatefulSet's replicas from the Kubernetes API, but KUBERNETES_SERVICE_HOST=%q and KUBERNETES_SERVICE_PORT=%q, which Kubernetes sets in every pod: run it in the StatefulSet's pod, or set READSYNC_SHARD to i/n",
+			c.Shard, c.KubernetesHost, c.KubernetesPort))
+	}
+	check("READSYNC_SERVICEACCOUNT_DIR", func() bool { return strings.TrimSpace(c.ServiceAccountDir) != "" },
+		"the directory of the service account's token, ca.crt and namespace, such as /var/run/secrets/kubernetes.io/serviceaccount")
+	check("READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)) == nil },
+		"one of debug, info, warn or error")
+	check("READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },
+		"text or json, or unset")
+	check("READSYNC_SOURCE_TIMEZONE", func() bool {
+		loc, err := time.LoadLocation(c.SourceTimezone)
+		c.Location = loc
+		return err == nil
+	}, "an IANA time zone such as UTC or Asia/Shanghai")
+	if topo, err := parseTopology(c.ClickHouseCluster, c.ClickHouseReplicaPath); err != nil {
+		p.add(err)
+	} else {
+		c.Topology = topo
+	}
+	if !decoded["READSYNC_CLICKHOUSE_DSN"] {
+		return
+	}
+	if c.ClickHouseDSN == "" {
+		if needDSN {
+			p.add(errors.New("READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse): " +
+				"such as clickhouse://user:password@host:9000/database"))
+		}
+		return
+	}
+	// The DSN holds a password: its errors describe it without quoting it.
+	dsn, err := chconn.ParseDSN(string(c.ClickHouseDSN))
+	if err == nil {
+		err = dsn.CheckAddrs()
+	}
+	if err != nil {
+		p.add(fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err))
+		return
+	}
+	if c.CAFile != "" {
+		if dsn, err = dsn.WithCAFile(c.CAFile); err != nil {
+			p.add(fmt.Errorf("READSYNC_CLICKHOUSE_CA_FILE: %w", err))
+		}
+	}
+	c.DSN = dsn
+}
+
+// shardForm is what READSYNC_SHARD looks like.
+const shardForm = "i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; " +
+	"or a StatefulSet's pod name followed by /statefulset, such as readsync-0/statefulset, for n read from the StatefulSet's replicas"
+
+// parseTopology checks the cluster variables. Whether the server knows the
+// cluster is for Migrate and --check to find out.
+func parseTopology(cluster, replicaPath string) (chconn.Topology, error) {
+	if cluster == "" {
+		if replicaPath != "" {
+			return chconn.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: applies to a cluster only; set READSYNC_CLICKHOUSE_CLUSTER too, or unset it", replicaPath)
+		}
+		return chconn.Topology{}, nil
+	}
+	for _, r := range cluster {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.", r)) {
+			return chconn.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_CLUSTER=%q: a cluster name of the server's remote_servers, such as main_cluster (letters, digits, _ - .)", cluster)
+		}
+	}
+	if replicaPath != "" && (!strings.HasPrefix(replicaPath, "/") || !strings.Contains(replicaPath, "{table}")) {
+		return chconn.Topology{}, fmt.Errorf("READSYNC_CLICKHOUSE_REPLICA_PATH=%q: a ZooKeeper path starting with / and containing {table}, such as %s",
+			replicaPath, chconn.DefaultReplicaPath)
+	}
+	return chconn.Topology{Cluster: cluster, ReplicaPath: replicaPath}, nil
+}
+
+// unknownVariables lists the READSYNC_ variables set in e that neither
+// readsync nor the project's scripts and tests read, each with the known
+// name it most resembles when one is close: most are typos.
+func unknownVariables(e Environ) []unknownVariable {
+	known := map[string]bool{}
+	var names []string
+	for _, v := range variables() {
+		known[v.Name] = true
+		names = append(names, v.Name)
+	}
+	var unknown []unknownVariable
+	for k := range e {
+		if strings.HasPrefix(k, "READSYNC_") && !known[k] && !isToolVariable(k) {
+			unknown = append(unknown, unknownVariable{Name: k, Guess: closest(k, names)})
+		}
+	}
+	slices.SortFunc(unknown, func(a, b unknownVariable) int { return strings.Compare(a.Name, b.Name) })
+	return unknown
+}
+
+// isToolVariable reports whether name is read by the project's scripts or
+// tests rather than by readsync: they are set where `make test` and
+// `make demo` run readsync, and are no typo.
+func isToolVariable(name string) bool {
+	if strings.HasPrefix(name, "READSYNC_TEST_") || strings.HasPrefix(name, "READSYNC_REQUIRE_") {
+		return true
+	}
+	switch name {
+	case "READSYNC_NO_INSTALL", "READSYNC_KEEP_TEST_DB",
+		"READSYNC_CLICKHOUSE_SERVER_BIN", "READSYNC_CLICKHOUSE_DIR",
+		"READSYNC_CLICKHOUSE_TCP_PORT", "READSYNC_CLICKHOUSE_HTTP_PORT", "READSYNC_CLICKHOUSE_RELEASE":
+		return true
+	}
+	return false
+}
+
+// closest returns the name within a few edits of s, or "".
+func closest(s string, names []string) string {
+	best, bestD := "", 4
+	for _, n := range names {
+		if d := editDistance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// redactedURL is s with a password in it masked, for a message that
+// quotes it.
+func redactedURL(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
+
+// sendsSecretInClear reports whether the API base URL is plain http to a
+// host other than this machine: the client secret, a header, would cross
+// the network unencrypted. Loopback is 127.0.0.0/8, ::1 and localhost.
+func sendsSecretInClear(baseURL string) bool {
+	u, err := apiclient.ParseBaseURL(baseURL)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.Unmap().IsLoopback()
+}
