@@ -40,7 +40,10 @@ func (m *migrator) addColumnOn(ctx context.Context, conn chconn.Querier, table, 
 	if n > 0 {
 		return nil
 	}
-	q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", m.ddl.Table(table), onCluster, name, typ, after)
+	q := fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s", m.ddl.Table(table), onCluster, name, typ)
+	if after != "" {
+		q += " AFTER " + after
+	}
 	if err := execDDL(ctx, conn, q); err != nil {
 		return fmt.Errorf("add column %s.%s: %w", table, name, err)
 	}

@@ -108,20 +108,18 @@ func migrations() []migration {
 		// in the change logs it read up to, so that the next step reads
 		// each change once, whatever the size of what waits.
 		{id: 8, name: "reconcile in bounded steps", run: func(ctx context.Context, m *migrator) error {
-			after := "duration_ms"
+			// Each at the end, in order: where one ALTER did not take (a
+			// replica read-only), the next names no column it missed.
 			for _, c := range reconcileColumnsSince8 {
-				if err := m.addColumn(ctx, Reconciles, c.name, c.typ, after); err != nil {
+				if err := m.addColumn(ctx, Reconciles, c.name, c.typ, ""); err != nil {
 					return err
 				}
-				after = c.name
 			}
 			return nil
 		}, creates: func(d ddl) []string {
 			var stmts []string
-			after := "duration_ms"
 			for _, c := range reconcileColumnsSince8 {
-				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s AFTER %s", d.Local(Reconciles), d.OnCluster(), c.name, c.typ, after))
-				after = c.name
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s ADD COLUMN %s %s", d.Local(Reconciles), d.OnCluster(), c.name, c.typ))
 			}
 			return stmts
 		}},
