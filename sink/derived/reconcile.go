@@ -137,9 +137,9 @@ type StepReport struct {
 // ReconcileReport says what a whole reconcile, its steps added up, found
 // and did.
 type ReconcileReport struct {
-	// From is how far the first step read (its Reached), To the horizon
-	// of the last step that recorded its position; the changes younger
-	// than To that Reconcile read after it are not bounded by it.
+	// From is the change time the first step started from, To the
+	// horizon of the last step that recorded its position; Reconcile
+	// read the changes younger than To too, without recording them.
 	From, To time.Time
 	// Steps counts the steps.
 	Steps int
@@ -169,7 +169,7 @@ func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		s, err := h.ReconcileStep(ctx, "", DefaultStepChanges)
 		rep.add(s)
 		if rep.Steps == 1 {
-			rep.From = s.Reached
+			rep.From = sink.Time(s.From.Snapshots.ChangedAt).Time()
 		}
 		if err != nil {
 			return rep, err
