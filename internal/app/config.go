@@ -132,13 +132,32 @@ func (e Environ) Lookup(key string) (string, bool) {
 	return v, ok
 }
 
-// variable describes one environment variable, read from env's tags.
-type variable struct {
-	Name     string
+// Variable is one environment variable readsync reads, as env's tags
+// declare it.
+type Variable struct {
+	Name string
+	// Default is the value when the variable is unset; empty for none.
 	Default  string
 	Required bool
-	Help     string
-	field    reflect.StructField
+	// Help is the one-line description --help prints.
+	Help string
+}
+
+// Variables lists the environment variables readsync reads, in the order
+// --help prints them. It is for the tests that hold the documentation and
+// the deployments to the binary.
+func Variables() []Variable {
+	var vs []Variable
+	for _, v := range variables() {
+		vs = append(vs, v.Variable)
+	}
+	return vs
+}
+
+// variable describes one environment variable, read from env's tags.
+type variable struct {
+	Variable
+	field reflect.StructField
 }
 
 // variables lists env's variables in declaration order.
@@ -148,7 +167,7 @@ func variables() []variable {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
-		v := variable{Name: strings.TrimSpace(name), Help: f.Tag.Get("help"), field: f}
+		v := variable{Variable: Variable{Name: strings.TrimSpace(name), Help: f.Tag.Get("help")}, field: f}
 		for _, o := range strings.Split(opts, ",") {
 			o = strings.TrimSpace(o)
 			if d, ok := strings.CutPrefix(o, "default="); ok {

@@ -372,30 +372,3 @@ func TestPlainHTTPToTheNetworkIsWarnedAbout(t *testing.T) {
 		}
 	}
 }
-
-// The configuration reference's table of variables is the user's
-// contract: it lists the variables the env struct declares, with the same
-// defaults.
-func TestReferenceListsEveryVariable(t *testing.T) {
-	b := readDoc(t, configurationDoc)
-	row := regexp.MustCompile("(?m)^\\| `((?:READSYNC|KUBERNETES)_[A-Z0-9_]+)` \\|.*\\| ([^|]+) \\|$")
-	documented := map[string]string{}
-	for _, m := range row.FindAllStringSubmatch(b, -1) {
-		documented[m[1]] = strings.TrimSpace(m[2])
-	}
-	for _, v := range variables() {
-		def, ok := documented[v.Name]
-		switch {
-		case !ok:
-			t.Errorf("%s: the table of variables lacks %s", configurationDoc, v.Name)
-		case v.Required && def != "required":
-			t.Errorf("%s: %s default %q, want required", configurationDoc, v.Name, def)
-		case v.Default != "" && def != "`"+v.Default+"`":
-			t.Errorf("%s: %s default %q, want `%s`", configurationDoc, v.Name, def, v.Default)
-		}
-		delete(documented, v.Name)
-	}
-	for name := range documented {
-		t.Errorf("%s documents %s, which readsync does not read", configurationDoc, name)
-	}
-}

@@ -155,6 +155,16 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// FlagNames lists the flags readsync defines, in the order --help prints
+// them (without -help, which the flag package answers itself). It is for
+// the tests that hold the documentation to the binary.
+func FlagNames() []string {
+	var f flags
+	var names []string
+	newFlagSet(&f, io.Discard).VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+	return names
+}
+
 func (f flags) validate() error {
 	if !f.backfill {
 		switch {

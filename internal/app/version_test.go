@@ -70,6 +70,16 @@ func TestVersionInOnePlace(t *testing.T) {
 	})
 }
 
+// readRepoFile returns a file of the repository, by its path from the root.
+func readRepoFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile("../../" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // makeDryRun prints the commands of a Makefile target without running
 // them, with the Makefile's own defaults: nothing from this process's
 // environment overrides its variables.

@@ -1,12 +1,10 @@
-package app
+package docs_test
 
 import (
-	"flag"
 	"go/ast"
 	"go/constant"
 	"go/parser"
 	"go/token"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/readsync/readsync/internal/app"
 	"github.com/readsync/readsync/internal/metrics"
 	"github.com/readsync/readsync/sink/spool"
 )
@@ -26,9 +25,10 @@ import (
 // between the documents leads somewhere.
 
 const (
-	configurationDoc = "../../docs/configuration.md"
-	operationsDoc    = "../../docs/operations.md"
-	kubernetesDoc    = "../../docs/kubernetes.md"
+	configurationDoc = "configuration.md"
+	operationsDoc    = "operations.md"
+	// appSource declares readsync's exit codes.
+	appSource = "../internal/app/app.go"
 )
 
 // readDoc returns a document of the repository.
@@ -87,11 +87,36 @@ func TestReferenceListsEveryFlag(t *testing.T) {
 			}
 		}
 	}
-	var f flags
 	// The flag package answers -help (and -h) itself.
-	defined := []string{"help"}
-	newFlagSet(&f, io.Discard).VisitAll(func(fl *flag.Flag) { defined = append(defined, fl.Name) })
+	defined := append([]string{"help"}, app.FlagNames()...)
 	compareSets(t, "flags", configurationDoc, documented, defined)
+}
+
+// The configuration reference's table of variables is the user's
+// contract: it lists the variables readsync reads, with the same
+// defaults.
+func TestReferenceListsEveryVariable(t *testing.T) {
+	b := readDoc(t, configurationDoc)
+	row := regexp.MustCompile("(?m)^\\| `((?:READSYNC|KUBERNETES)_[A-Z0-9_]+)` \\|.*\\| ([^|]+) \\|$")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(b, -1) {
+		documented[m[1]] = strings.TrimSpace(m[2])
+	}
+	for _, v := range app.Variables() {
+		def, ok := documented[v.Name]
+		switch {
+		case !ok:
+			t.Errorf("%s: the table of variables lacks %s", configurationDoc, v.Name)
+		case v.Required && def != "required":
+			t.Errorf("%s: %s default %q, want required", configurationDoc, v.Name, def)
+		case v.Default != "" && def != "`"+v.Default+"`":
+			t.Errorf("%s: %s default %q, want `%s`", configurationDoc, v.Name, def, v.Default)
+		}
+		delete(documented, v.Name)
+	}
+	for name := range documented {
+		t.Errorf("%s documents %s, which readsync does not read", configurationDoc, name)
+	}
 }
 
 // The table of exit codes lists exactly the exit codes app.go declares.
@@ -101,7 +126,7 @@ func TestReferenceListsEveryExitCode(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^\| (\d+) \|`).FindAllStringSubmatch(doc, -1) {
 		documented = append(documented, m[1])
 	}
-	file, err := parser.ParseFile(token.NewFileSet(), "app.go", nil, 0)
+	file, err := parser.ParseFile(token.NewFileSet(), appSource, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +147,7 @@ func TestReferenceListsEveryExitCode(t *testing.T) {
 		return true
 	})
 	if len(declared) == 0 {
-		t.Fatal("app.go declares no exit codes: the test reads the wrong file")
+		t.Fatal(appSource + " declares no exit codes: the test reads the wrong file")
 	}
 	compareSets(t, "exit codes", configurationDoc, documented, declared)
 }
@@ -137,7 +162,7 @@ func TestReferenceListsEveryMetric(t *testing.T) {
 			documented = append(documented, m[1])
 		}
 	}
-	m := metrics.New(testBuild.Version, testBuild.Commit)
+	m := metrics.New("dev", "unknown") // an unstamped build, as go build makes
 	sp, err := spool.Open(filepath.Join(t.TempDir(), "spool"), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +193,9 @@ func TestReferenceListsEveryMetric(t *testing.T) {
 // Every link between the documents leads to a file that exists and, when
 // it names one, to a heading of it.
 func TestDocumentLinks(t *testing.T) {
-	docs := []string{"../../README.md", "../../CONTRIBUTING.md", "../../CHANGELOG.md", "../../BENCHMARKS.md",
-		"../../deployments/helm/readsync/README.md"}
-	more, err := filepath.Glob("../../docs/*.md")
+	docs := []string{"../README.md", "../CONTRIBUTING.md", "../CHANGELOG.md", "../BENCHMARKS.md",
+		"../deployments/helm/readsync/README.md"}
+	more, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}

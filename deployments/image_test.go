@@ -1,21 +1,23 @@
-package app
+package deployments_test
 
 import (
 	"net"
 	"os"
-	"reflect"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/readsync/readsync/internal/app"
 )
 
 // No Docker engine runs the tests, so the Dockerfile is held to the
 // repository by reading it: the Go of go.mod, the -ldflags of the
 // Makefile, the port of READSYNC_HTTP_ADDR's default.
 
+// readRepoFile returns a file of the repository, by its path from the root.
 func readRepoFile(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../" + name)
+	b, err := os.ReadFile("../" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,10 +63,9 @@ func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 func TestDockerfileRuntime(t *testing.T) {
 	df := readRepoFile(t, "Dockerfile")
 	var def string
-	typ := reflect.TypeFor[env]()
-	for i := range typ.NumField() {
-		if tag := typ.Field(i).Tag.Get("env"); strings.HasPrefix(tag, "READSYNC_HTTP_ADDR,") {
-			_, def, _ = strings.Cut(tag, "default=")
+	for _, v := range app.Variables() {
+		if v.Name == "READSYNC_HTTP_ADDR" {
+			def = v.Default
 		}
 	}
 	_, port, err := net.SplitHostPort(def)
