@@ -543,3 +543,45 @@ func TestChartReadmeValues(t *testing.T) {
 		t.Errorf("deployments/helm/readsync/README.md lists the values\n%q\nvalues.schema.json has\n%q", got, want)
 	}
 }
+
+// namesVolume mounts a volume of files of names, read-only and beside the
+// schedules' read-only mount, in the daemon's pods and the backfill's,
+// which read the schedules' nft_names_file from it; without it neither has
+// one.
+func TestChartMountsANamesVolume(t *testing.T) {
+	for _, set := range []bool{true, false} {
+		flags := []string{"--set", "backfill.enabled=true"}
+		if set {
+			flags = append(flags, "--set", "namesVolume.configMap.name=readsync-names")
+		}
+		m := helmTemplate(t, "readsync", flags...)
+		specs := map[string]corev1.PodSpec{
+			"StatefulSet": one[appsv1.StatefulSet](t, m).Spec.Template.Spec,
+			"Job":         one[batchv1.Job](t, m).Spec.Template.Spec,
+		}
+		for kind, spec := range specs {
+			var vol *corev1.Volume
+			for i := range spec.Volumes {
+				if spec.Volumes[i].Name == "names" {
+					vol = &spec.Volumes[i]
+				}
+			}
+			var mount *corev1.VolumeMount
+			for _, c := range spec.Containers {
+				for i := range c.VolumeMounts {
+					if c.VolumeMounts[i].Name == "names" {
+						mount = &c.VolumeMounts[i]
+					}
+				}
+			}
+			switch {
+			case !set && (vol != nil || mount != nil):
+				t.Errorf("%s: a names volume without namesVolume", kind)
+			case set && (vol == nil || vol.ConfigMap == nil || vol.ConfigMap.Name != "readsync-names"):
+				t.Errorf("%s: volume names %+v, want the ConfigMap readsync-names", kind, vol)
+			case set && (mount == nil || mount.MountPath != "/etc/readsync-names" || !mount.ReadOnly):
+				t.Errorf("%s: mount %+v, want /etc/readsync-names, read-only", kind, mount)
+			}
+		}
+	}
+}
