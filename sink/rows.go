@@ -10,6 +10,7 @@ package sink
 import (
 	"context"
 	"time"
+	"unsafe"
 )
 
 // Project is one row of the projects table.
@@ -115,6 +116,25 @@ type Batch struct {
 
 // Len is the number of rows in the batch.
 func (b *Batch) Len() int { return len(b.Projects) + len(b.Messages) + len(b.Snapshots) }
+
+// Bytes estimates the memory the batch's rows hold: each row's own size
+// and the text of its strings.
+func (b *Batch) Bytes() int {
+	n := len(b.Projects)*int(unsafe.Sizeof(Project{})) + len(b.Messages)*int(unsafe.Sizeof(Message{})) +
+		len(b.Snapshots)*int(unsafe.Sizeof(Snapshot{}))
+	for i := range b.Projects {
+		p := &b.Projects[i]
+		n += len(p.NFT) + len(p.Name) + len(p.Description) + len(p.Logo) + len(p.WalletAddress) + len(p.Raw)
+	}
+	for i := range b.Messages {
+		m := &b.Messages[i]
+		n += len(m.Sender) + len(m.RecvGroup) + len(m.Subject) + len(m.Receivers)*int(unsafe.Sizeof(""))
+		for _, r := range m.Receivers {
+			n += len(r)
+		}
+	}
+	return n
+}
 
 // Reset empties the batch, keeping its capacity for the next one.
 func (b *Batch) Reset() {

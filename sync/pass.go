@@ -52,6 +52,7 @@ const (
 const (
 	DefaultConcurrency   = 8
 	DefaultBatchRows     = 50_000
+	DefaultBatchBytes    = 8 << 20
 	DefaultWriteAttempts = 3
 	DefaultWriteBackoff  = time.Second
 	DefaultBatchTimeout  = 30 * time.Second
@@ -72,6 +73,10 @@ type Config struct {
 	Concurrency int
 	// BatchRows is how many rows are gathered before an INSERT.
 	BatchRows int
+	// BatchBytes bounds the memory a batch's rows hold (sink.Batch.Bytes):
+	// a batch is written once it has BatchRows rows or BatchBytes bytes,
+	// so that rows of long texts hold no more memory than snapshots do.
+	BatchBytes int
 	// BatchTimeout is how long fetched rows wait before an INSERT when a
 	// batch fills slowly: a pass cut off, however, loses no more than
 	// that much of what it fetched.
@@ -104,6 +109,9 @@ func New(cfg Config) *Syncer {
 	}
 	if cfg.BatchRows < 1 {
 		cfg.BatchRows = DefaultBatchRows
+	}
+	if cfg.BatchBytes < 1 {
+		cfg.BatchBytes = DefaultBatchBytes
 	}
 	if cfg.BatchTimeout <= 0 {
 		cfg.BatchTimeout = DefaultBatchTimeout
@@ -238,7 +246,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
 
 	st := s.newStore(log)
-	w := newWriter(ctx, st, s.cfg.BatchRows, s.cfg.BatchTimeout, p.Schedule, log)
+	w := newWriter(ctx, st, s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.BatchTimeout, p.Schedule, log)
 	var flusher gosync.WaitGroup
 	flusher.Go(w.run)
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)

@@ -221,6 +221,10 @@ type writer struct {
 	ctx   context.Context
 	store *store
 	limit int
+	// byteLimit hands a batch over once its rows hold that much memory
+	// (sink.Batch.Bytes), however few they are: a project row with its raw
+	// record weighs as much as a dozen snapshot rows.
+	byteLimit int
 	// timeout is how long rows may wait in the filling batch.
 	timeout time.Duration
 	// schedule is the pass's, which every batch carries (sink.Batch).
@@ -236,6 +240,7 @@ type writer struct {
 	mu      gosync.Mutex // guards batch, held, names and started; held while waiting for room
 	batch   *sink.Batch
 	held    int                 // rows counted towards batch that wait on disk
+	bytes   int                 // what batch's rows hold, by sink.Batch.Bytes
 	names   map[string]struct{} // names with rows in batch
 	started time.Time           // when batch got its first rows
 	full    chan fullBatch      // unbuffered: a send waits for the flusher
@@ -255,12 +260,13 @@ type fullBatch struct {
 	names []string
 }
 
-func newWriter(ctx context.Context, st *store, limit int, timeout time.Duration, schedule string, log *slog.Logger) *writer {
+func newWriter(ctx context.Context, st *store, limit, byteLimit int, timeout time.Duration, schedule string, log *slog.Logger) *writer {
 	w := &writer{
 		ctx:       ctx,
 		schedule:  schedule,
 		store:     st,
 		limit:     limit,
+		byteLimit: byteLimit,
 		timeout:   timeout,
 		log:       log,
 		batch:     &sink.Batch{Schedule: schedule},
@@ -292,7 +298,8 @@ func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	w.batch.Snapshots = append(w.batch.Snapshots, rows.Snapshots...)
 	w.names[nft] = struct{}{}
 	w.held = max(w.held+held, 0) // a hand-off in between forgot them
-	if w.batch.Len()+w.held >= w.limit {
+	w.bytes += rows.Bytes()
+	if w.batch.Len()+w.held >= w.limit || w.bytes >= w.byteLimit {
 		w.handOff()
 	}
 }
@@ -314,7 +321,7 @@ func (w *writer) take() fullBatch {
 	}
 	clear(w.names)
 	fb := fullBatch{b: w.batch, names: names}
-	w.batch, w.held = &sink.Batch{Schedule: w.schedule}, 0
+	w.batch, w.held, w.bytes = &sink.Batch{Schedule: w.schedule}, 0, 0
 	return fb
 }
 

@@ -55,7 +55,7 @@ type env struct {
 	LogLevel       string        `env:"READSYNC_LOG_LEVEL, default=info" help:"debug, info, warn or error"`
 	LogFormat      string        `env:"READSYNC_LOG_FORMAT" help:"text or json; unset: text on a terminal, else json"`
 	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC" help:"IANA zone the API's times are written in"`
-	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT"`
+	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT (a batch is also written once its rows hold 8 MiB)"`
 	BatchTimeout   time.Duration `env:"READSYNC_BATCH_TIMEOUT, default=30s" help:"longest wait of fetched rows before an INSERT, however slowly a batch fills; a pass cut off loses no more"`
 
 	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER" help:"cluster of the server's remote_servers to create replicated, sharded tables on; unset: one server"`
