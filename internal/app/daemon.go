@@ -269,6 +269,7 @@ func (a *app) reconcileLoop(ch *clickhouse.ClickHouse) *derived.Loop {
 		Settle:      ch.ReconcileSettle(),
 		Idle:        reconcileIdle,
 		StepTimeout: reconcileStepTimeout,
+		Grace:       a.cfg.ShutdownGrace,
 		Log:         a.log,
 		Observe:     a.metrics.ObserveReconcileStep,
 	})

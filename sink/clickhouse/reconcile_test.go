@@ -158,7 +158,7 @@ func TestDaemonsShareOneBacklog(t *testing.T) {
 	var mu sync.Mutex
 	for i, ch := range chs {
 		l := derived.NewLoop(derived.LoopConfig{Steps: ch, Ready: func() bool { return true }, Owner: fmt.Sprintf("readsync-%d", i),
-			Limit: limit, Settle: time.Second, Idle: 100 * time.Millisecond, StepTimeout: time.Minute,
+			Limit: limit, Settle: time.Second, Idle: 100 * time.Millisecond, StepTimeout: time.Minute, Grace: time.Minute,
 			Observe: func(rep derived.StepReport, _ time.Duration, err error) {
 				if err != nil {
 					t.Errorf("readsync-%d: step failed: %v", i, err)

@@ -36,6 +36,10 @@ type LoopConfig struct {
 	Idle time.Duration
 	// StepTimeout is each step's own budget.
 	StepTimeout time.Duration
+	// Grace is how long a step under way when Run's context ends may go
+	// on: a stop between two steps loses none, and a server is not left
+	// with a statement its client dropped.
+	Grace time.Duration
 	// Log receives the catch-up's start and end, and failed steps.
 	Log *slog.Logger
 	// Observe, when set, is told of every step, its duration and error.
@@ -76,8 +80,9 @@ func (l *Loop) Wake() {
 	}
 }
 
-// Run runs the loop until ctx ends; a step under way then is cancelled,
-// and the next start resumes from the last step recorded.
+// Run runs the loop until ctx ends; a step under way then may finish
+// within the Grace, and is cancelled after it. The next start resumes from
+// the last step recorded.
 func (l *Loop) Run(ctx context.Context) {
 	retry := backoffpolicy.New(5 * time.Second)
 	retry.MaxInterval = 5 * time.Minute
@@ -122,11 +127,9 @@ type catchUp struct {
 // looking again.
 func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
 	for ctx.Err() == nil {
-		sctx, cancel := context.WithTimeout(ctx, l.cfg.StepTimeout)
 		start := time.Now()
-		rep, err := l.cfg.Steps.ReconcileStep(sctx, l.cfg.Owner, l.cfg.Limit)
-		cancel()
-		if ctx.Err() != nil {
+		rep, err := l.step(ctx)
+		if ctx.Err() != nil && err != nil {
 			return 0, ctx.Err() // stopped, not failed: the step is lost, and resumed at the next start
 		}
 		l.cfg.Observe(rep, time.Since(start), err)
@@ -140,6 +143,9 @@ func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
 		if !c.started.IsZero() {
 			c.steps++
 			c.changes += rep.ChangedSnapshots + rep.ChangedTicks
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err() // stopped between two steps
 		}
 		if !rep.CaughtUp {
 			if c.started.IsZero() {
@@ -162,4 +168,17 @@ func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
 		return l.cfg.Idle, nil
 	}
 	return 0, ctx.Err()
+}
+
+// step runs one step within its budget, on a context that outlives ctx by
+// the Grace.
+func (l *Loop) step(ctx context.Context) (StepReport, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.StepTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(l.cfg.Grace, cancel)
+		context.AfterFunc(sctx, func() { t.Stop() })
+	})
+	defer stop()
+	return l.cfg.Steps.ReconcileStep(sctx, l.cfg.Owner, l.cfg.Limit)
 }
