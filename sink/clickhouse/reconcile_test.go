@@ -233,6 +233,10 @@ func TestReconcileUpgradeFrom0_4(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
+	// The table as 0.4.0 created it.
+	for _, c := range []string{"keyset", "cursor_project_id", "cursor_snapshot_at", "tick_changes_to", "tick_cursor_schedule", "tick_cursor_tick", "owner", "pending_changes"} {
+		exec(fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", db.Table("reconciles"), c))
+	}
 	// What 0.4.0 left: its last reconcile, which ended 5 minutes ago; a
 	// change by hand 30 minutes ago, which it read, and one 10 minutes
 	// ago, within its overlap; then rows written without their refresh.

@@ -109,15 +109,18 @@ var legacySchedulesTable = tableDef{name: LegacySchedules, columns: []columnDef{
 const Reconciles = "reconciles"
 
 // reconcilesTable records each reconcile step that completed: the
-// position in the change logs it read up to, and what it found. As
-// migration 7 created it, it records only changes_to, up to which
-// release 0.4.0 read every change (less 15 minutes); migration 8 adds the
-// columns of a step's exact position (reconcileColumnsSince8).
-var reconcilesTable = tableDef{name: Reconciles, columns: []columnDef{
+// position in the change logs it read up to, and what it found. Release
+// 0.4.0 created it without the columns of a step's exact position
+// (reconcileColumnsSince8), and recorded only changes_to, up to which it
+// had read every change less 15 minutes; migration 8 adds them there. A
+// database created since has them from the start, so that a cluster's
+// replicated table is never altered ON CLUSTER, which 18.16's DDL worker
+// can fail at when a replica already has the column.
+var reconcilesTable = tableDef{name: Reconciles, columns: append([]columnDef{
 	{"started_at", "DateTime"}, {"changes_from", "DateTime"}, {"changes_to", "DateTime"},
 	{"changed_snapshots", "UInt64"}, {"changed_ticks", "UInt64"}, {"refreshed_snapshots", "UInt64"},
 	{"rewritten_gains", "UInt64"}, {"duration_ms", "UInt64"},
-}, layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(started_at)", orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
+}, reconcileColumnsSince8...), layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(started_at)", orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
 
 // reconcileColumnsSince8 are the columns migration 8 adds to
 // reconcilesTable, in order: keyset, 1 for a step of this form, 0 for a

@@ -35,7 +35,8 @@ func TestMigrationsRenderWithoutAServer(t *testing.T) {
 				stmts := mig.statements(d)
 				// Migration 4 gives the tables that are not replicated a
 				// window of INSERTs to remember; in cluster mode all are.
-				if len(stmts) == 0 && (!clustered || mig.id != 4) {
+				// Migration 8 only adds columns to a table of 0.4.0.
+				if len(stmts) == 0 && mig.id != 8 && (!clustered || mig.id != 4) {
 					t.Errorf("migration %d %q renders no statement", mig.id, mig.name)
 				}
 				for _, q := range stmts {
