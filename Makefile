@@ -3,7 +3,7 @@ SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
 # The release: the VERSION file, which the chart's version and appVersion and the
-# kustomize bases' image tag repeat (TestVersionInOnePlace in internal/app holds
+# kustomize bases' image tag repeat (TestVersionInOnePlace in deployments holds
 # them to it). A build between releases may say so: make VERSION=$(git describe --always) build.
 VERSION ?= $(shell cat VERSION)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -20,7 +20,6 @@ BENCH_MESSAGES     ?= 20
 BENCH_LATENCY      ?= 20ms
 BENCH_CONCURRENCY  ?= 16
 BENCH_BIG_MESSAGES ?= 300000
-# The tools the tests and `make lint` run (kustomize, helm, kube-score,
 # The sizes of `make bench-names`: the "A million names" issue's.
 BENCH_NAME_SIZES ?= 10000,100000,1000000
 
@@ -30,6 +29,7 @@ BENCH_CATCHUP_MESSAGES ?= 50
 BENCH_CATCHUP_ROWS     ?= 10000000
 BENCH_CATCHUP_PASSES   ?= 6
 
+# The tools the tests and `make lint` run (kustomize, helm, kube-score,
 # staticcheck) are pinned in scripts/tools.sh, which `make tools` has install
 # them into this directory; every recipe finds them there first.
 TOOLS_BIN := $(shell scripts/tools.sh bin)
@@ -96,10 +96,11 @@ lint: tools
 # tested on: Debian's 18.16 (the oldest) with its two-node cluster, then the
 # current release (26.7), which scripts/clickhouse.sh starts by default. The
 # second run takes only the packages whose tests use a ClickHouse (those that
-# import sinktest). What each server cannot do comes from the script that
-# started it (`lacks`), asked before the test DSN is set, which it would take
-# for a server of one's own. A current release cannot run as a cluster here,
-# so there the cluster-mode DDL is executed on the one server (see the README).
+# import sinktest, or apptest, whose fixture holds a database). What each
+# server cannot do comes from the script that started it (`lacks`), asked
+# before the test DSN is set, which it would take for a server of one's own.
+# A current release cannot run as a cluster here, so there the cluster-mode
+# DDL is executed on the one server (see the README).
 # scripts/clickhouse.sh and scripts/cluster.sh start private servers (installing
 # Debian's packages and the npm package of the current release when they may),
 # or pass on READSYNC_TEST_CLICKHOUSE_DSN and READSYNC_TEST_CLUSTER_DSNS.
@@ -107,7 +108,7 @@ lint: tools
 # the chart with kube-score; the alert tests run Debian's promtool and
 # prometheus (package prometheus). They take each from PATH, where `make tools`
 # put it; the variables that require them (below) make a missing one a failure.
-CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/sink\/sinktest/ {print $$1}')
+CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/(sink\/sinktest|internal\/apptest)/ {print $$1}')
 unit: tools
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/readsync/readsync/internal/app"
+	"github.com/readsync/readsync/internal/config"
 )
 
 // No Docker engine runs the tests, so the Dockerfile is held to the
@@ -63,7 +63,7 @@ func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 func TestDockerfileRuntime(t *testing.T) {
 	df := readRepoFile(t, "Dockerfile")
 	var def string
-	for _, v := range app.Variables() {
+	for _, v := range config.Variables() {
 		if v.Name == "READSYNC_HTTP_ADDR" {
 			def = v.Default
 		}

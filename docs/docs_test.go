@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/readsync/readsync/internal/app"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/internal/metrics"
 	"github.com/readsync/readsync/sink/spool"
 )
@@ -102,7 +103,7 @@ func TestReferenceListsEveryVariable(t *testing.T) {
 	for _, m := range row.FindAllStringSubmatch(b, -1) {
 		documented[m[1]] = strings.TrimSpace(m[2])
 	}
-	for _, v := range app.Variables() {
+	for _, v := range config.Variables() {
 		def, ok := documented[v.Name]
 		switch {
 		case !ok:
@@ -137,7 +138,7 @@ func TestReferenceListsEveryExitCode(t *testing.T) {
 			return true
 		}
 		for i, name := range vs.Names {
-			if strings.HasPrefix(name.Name, "exit") && i < len(vs.Values) {
+			if strings.HasPrefix(name.Name, "Exit") && i < len(vs.Values) {
 				if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
 					v := constant.MakeFromLiteral(lit.Value, lit.Kind, 0)
 					declared = append(declared, v.ExactString())

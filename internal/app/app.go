@@ -23,6 +23,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/readsync/readsync/apiclient"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/internal/metrics"
 	"github.com/readsync/readsync/internal/shard"
 	"github.com/readsync/readsync/sink"
@@ -41,10 +42,10 @@ type Build struct {
 
 // Exit codes; they are a contract with schedulers and scripts.
 const (
-	exitOK      = 0 // every name synced
-	exitFailed  = 1 // at least one name failed, or the run could not complete
-	exitConfig  = 2 // bad configuration or usage
-	exitSpooled = 3 // rows were fetched but some wait in the spool; takes precedence over 1
+	ExitOK      = 0 // every name synced
+	ExitFailed  = 1 // at least one name failed, or the run could not complete
+	ExitConfig  = 2 // bad configuration or usage
+	ExitSpooled = 3 // rows were fetched but some wait in the spool; takes precedence over 1
 )
 
 // Run is the whole program, and returns its exit code; main only supplies
@@ -53,23 +54,23 @@ const (
 func Run(ctx context.Context, build Build, args []string, lookup envconfig.Lookuper, stdout, stderr io.Writer) int {
 	f, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		return exitOK
+		return ExitOK
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "readsync: %v\n", err)
-		return exitConfig
+		return ExitConfig
 	}
 	if f.version {
 		fmt.Fprintf(stdout, "readsync %s (commit %s, %s)\n", build.Version, build.Commit, runtime.Version())
-		return exitOK
+		return ExitOK
 	}
-	cfg, err := loadConfig(ctx, lookup, !f.dryRun)
+	cfg, err := config.Load(ctx, lookup, !f.dryRun)
 	if err != nil {
 		// One line per problem, each complete on its own.
 		for _, line := range strings.Split(err.Error(), "\n") {
 			fmt.Fprintf(stderr, "readsync: configuration: %s\n", line)
 		}
-		return exitConfig
+		return ExitConfig
 	}
 	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	if !f.check {
@@ -78,14 +79,14 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 			log.Warn("environment variable ignored: not a readsync variable", "variable", u.Name, "did_you_mean", u.Guess)
 		}
 	}
-	if sendsSecretInClear(cfg.APIBaseURL) {
+	if config.SendsSecretInClear(cfg.APIBaseURL) {
 		log.Warn("READSYNC_API_BASE_URL is plain http to a host that is not loopback: the client secret crosses the network unencrypted; use https",
 			"url", cfg.APIBaseURL)
 	}
 	a, err := newApp(build, cfg, log, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "readsync: configuration: %v\n", err)
-		return exitConfig
+		return ExitConfig
 	}
 	switch {
 	case f.migrate:
@@ -107,7 +108,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 // API client of the process.
 type app struct {
 	build   Build
-	cfg     *config
+	cfg     *config.Config
 	log     *slog.Logger
 	api     *apiclient.Client
 	metrics *metrics.Metrics
@@ -117,7 +118,7 @@ type app struct {
 	stderr io.Writer
 }
 
-func newApp(build Build, cfg *config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
+func newApp(build Build, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
 	m := metrics.New(build.Version, build.Commit)
 	shares, err := newShareSource(build, cfg, log, m)
 	if err != nil {
@@ -135,12 +136,12 @@ func newApp(build Build, cfg *config, log *slog.Logger, stdout, stderr io.Writer
 // exit code that says so.
 func (a *app) configFailed(err error) int {
 	fmt.Fprintf(a.stderr, "readsync: configuration: %v\n", err)
-	return exitConfig
+	return ExitConfig
 }
 
 // newAPIClient is the upstream client the configuration describes; log
 // receives its retry warnings and observe every attempt.
-func newAPIClient(build Build, cfg *config, log *slog.Logger, observe func(op, outcome string, d time.Duration)) (*apiclient.Client, error) {
+func newAPIClient(build Build, cfg *config.Config, log *slog.Logger, observe func(op, outcome string, d time.Duration)) (*apiclient.Client, error) {
 	return apiclient.New(apiclient.Config{
 		BaseURL:          cfg.APIBaseURL,
 		ClientID:         cfg.ClientID,
@@ -248,10 +249,10 @@ func (a *app) replaySpool(ctx context.Context, retry bool) int {
 	a.reconcile(ctx, st.ch)
 	waits := a.spoolWaits(st)
 	if a.quarantineWaits(st.spool) || waits {
-		return exitSpooled
+		return ExitSpooled
 	}
 	a.log.Info("spool empty", "dir", st.spool.Dir())
-	return exitOK
+	return ExitOK
 }
 
 // retryQuarantined replays the entries of the spool's quarantine once.
@@ -378,5 +379,5 @@ func Main(build Build) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, build, os.Args[1:], OSEnviron(), os.Stdout, os.Stderr)
+	return Run(ctx, build, os.Args[1:], config.OSEnviron(), os.Stdout, os.Stderr)
 }

@@ -28,15 +28,15 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		if sh, err = a.shares.Check(ctx); err != nil {
 			fmt.Fprintf(a.stderr, "readsync: %v\n", err)
 			if kubeapi.Permanent(err) {
-				return exitConfig
+				return ExitConfig
 			}
-			return exitFailed
+			return ExitFailed
 		}
 		a.metrics.ObserveShare(sh)
 	}
 	if err := a.knownSchedule(f.schedule); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
-		return exitConfig
+		return ExitConfig
 	}
 	passCtx, cancel := withGrace(ctx, a.cfg.ShutdownGrace)
 	defer cancel()
@@ -74,11 +74,11 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 	switch {
 	case rep.Spooled > 0, rep.RunSpooled && len(rep.Failed) == 0:
 		a.spoolWaits(st)
-		return exitSpooled
+		return ExitSpooled
 	case err != nil || len(rep.Failed) > 0 || unresolved:
-		return exitFailed
+		return ExitFailed
 	}
-	return exitOK
+	return ExitOK
 }
 
 // backfillPass runs the backfill's pass p with its progress shown, and

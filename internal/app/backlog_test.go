@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -19,7 +20,7 @@ import (
 func (f *fixture) importHistory(t *testing.T, perMessage int) uint64 {
 	t.Helper()
 	ctx := context.Background()
-	cols := sinktest.Lines(t, f.db.Conn, fmt.Sprintf("SELECT name FROM system.columns WHERE database = '%s' AND table = 'message_read_snapshots'", f.db.Name))
+	cols := sinktest.Lines(t, f.DB.Conn, fmt.Sprintf("SELECT name FROM system.columns WHERE database = '%s' AND table = 'message_read_snapshots'", f.DB.Name))
 	exprs := make([]string, len(cols))
 	for i, c := range cols {
 		exprs[i] = c
@@ -27,16 +28,16 @@ func (f *fixture) importHistory(t *testing.T, perMessage int) uint64 {
 			exprs[i] = "toDateTime(toUInt32(snapshot_at) - (number + 1) * 60)"
 		}
 	}
-	table := f.db.Table("message_read_snapshots")
+	table := f.DB.Table("message_read_snapshots")
 	q := fmt.Sprintf(`INSERT INTO %s (%s)
 SELECT %s FROM (SELECT * FROM %s WHERE snapshot_at = (SELECT min(snapshot_at) FROM %s)) ARRAY JOIN range(%d) AS number`,
 		table, strings.Join(cols, ", "), strings.Join(exprs, ", "), table, table, perMessage)
 	var before, after uint64
-	f.query(t, "SELECT count() FROM {db}.message_read_snapshots", &before)
-	if err := f.db.Conn.Exec(ctx, q); err != nil {
+	f.Query(t, "SELECT count() FROM {db}.message_read_snapshots", &before)
+	if err := f.DB.Conn.Exec(ctx, q); err != nil {
 		t.Fatalf("import the history: %v\n%s", err, q)
 	}
-	f.query(t, "SELECT count() FROM {db}.message_read_snapshots", &after)
+	f.Query(t, "SELECT count() FROM {db}.message_read_snapshots", &after)
 	return after - before
 }
 
@@ -44,7 +45,7 @@ SELECT %s FROM (SELECT * FROM %s WHERE snapshot_at = (SELECT min(snapshot_at) FR
 // and how many changes waited after it.
 func (f *fixture) reconcileState(t *testing.T) (steps, pending uint64, position string) {
 	t.Helper()
-	f.query(t, `SELECT count(), argMax(pending_changes, (changes_to, cursor_project_id, cursor_snapshot_at)),
+	f.Query(t, `SELECT count(), argMax(pending_changes, (changes_to, cursor_project_id, cursor_snapshot_at)),
   toString(max((changes_to, cursor_project_id, cursor_snapshot_at)))
 FROM {db}.reconciles WHERE keyset = 1`, &steps, &pending, &position)
 	return steps, pending, position
@@ -56,12 +57,12 @@ FROM {db}.reconciles WHERE keyset = 1`, &steps, &pending, &position)
 func backlogFixture(t *testing.T, spec string) *fixture {
 	t.Helper()
 	projects := apitest.Generate(40, 25, 28)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
 	if sinktest.Lacks(sinktest.SurvivesKilledClient) {
-		f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.NewProxy(t).DSN
+		f.Env["READSYNC_CLICKHOUSE_DSN"] = f.DB.NewProxy(t).DSN
 	}
-	f.writeSchedules(t, "fast", spec, namesOf(projects))
-	f.env["READSYNC_LOG_LEVEL"] = "info"
+	f.WriteSchedules(t, "fast", spec, apptest.NamesOf(projects))
+	f.Env["READSYNC_LOG_LEVEL"] = "info"
 	return f
 }
 
@@ -71,12 +72,12 @@ func backlogFixture(t *testing.T, spec string) *fixture {
 // fails, and after it every view equals its brute force.
 func TestDaemonDrainsABacklogWhileEveryTickRuns(t *testing.T) {
 	f := backlogFixture(t, "@every 5s")
-	d := f.startReadsync(t)
+	d := f.StartReadsync(t)
 	var oks uint64
-	eventually(t, "two passes", func() bool {
-		_ = f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.db.Table("sync_runs")+" WHERE status = 'ok'").Scan(&oks)
+	apptest.Eventually(t, "two passes", func() bool {
+		_ = f.DB.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.DB.Table("sync_runs")+" WHERE status = 'ok'").Scan(&oks)
 		return oks >= 2
-	}, d.log.String)
+	}, d.Log.String)
 
 	rows := f.importHistory(t, 1000)
 	if rows < 1_000_000 {
@@ -84,28 +85,28 @@ func TestDaemonDrainsABacklogWhileEveryTickRuns(t *testing.T) {
 	}
 	caughtUp := func() bool {
 		steps, pending, _ := f.reconcileState(t)
-		return strings.Contains(d.log.String(), "reconcile caught up") && steps > 0 && pending < 1000
+		return strings.Contains(d.Log.String(), "reconcile caught up") && steps > 0 && pending < 1000
 	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for !caughtUp() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the reconcile did not drain a backlog of %d rows within 5 minutes; log:\n%s", rows, d.log.String())
+			t.Fatalf("the reconcile did not drain a backlog of %d rows within 5 minutes; log:\n%s", rows, d.Log.String())
 		}
 		time.Sleep(time.Second)
 	}
 	// A few more ticks after the catch-up, then a clean stop.
 	var before uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs", &before)
-	eventually(t, "two more ticks", func() bool {
+	f.Query(t, "SELECT count() FROM {db}.sync_runs", &before)
+	apptest.Eventually(t, "two more ticks", func() bool {
 		var n uint64
-		_ = f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.db.Table("sync_runs")).Scan(&n)
+		_ = f.DB.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.DB.Table("sync_runs")).Scan(&n)
 		return n >= before+2
-	}, d.log.String)
-	if code := d.stop(t); code != exitOK {
-		t.Fatalf("daemon exit %d; log:\n%s", code, d.log.String())
+	}, d.Log.String)
+	if code := d.Stop(t); code != ExitOK {
+		t.Fatalf("daemon exit %d; log:\n%s", code, d.Log.String())
 	}
 
-	log := d.log.String()
+	log := d.Log.String()
 	for _, want := range []string{"reconcile catching up", "reconcile caught up"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log does not say %q", want)
@@ -116,7 +117,7 @@ func TestDaemonDrainsABacklogWhileEveryTickRuns(t *testing.T) {
 	}
 	var ticks, notOK, first, last uint64
 	var statuses string
-	f.query(t, `SELECT count(), countIf(status != 'ok'), toUInt64(min(snapshot_at)), toUInt64(max(snapshot_at)),
+	f.Query(t, `SELECT count(), countIf(status != 'ok'), toUInt64(min(snapshot_at)), toUInt64(max(snapshot_at)),
   toString(groupArrayIf((snapshot_at, status, error), status != 'ok'))
 FROM {db}.sync_runs WHERE schedule = 'fast' AND trigger = 'cron'`, &ticks, &notOK, &first, &last, &statuses)
 	if notOK != 0 {
@@ -125,7 +126,7 @@ FROM {db}.sync_runs WHERE schedule = 'fast' AND trigger = 'cron'`, &ticks, &notO
 	if want := (last-first)/5 + 1; ticks != want {
 		t.Errorf("%d ticks recorded from the first to the last, want every one of %d", ticks, want)
 	}
-	if code, stdout, stderr := f.run(t, "--verify"); code != exitOK {
+	if code, stdout, stderr := f.run(t, "--verify"); code != ExitOK {
 		t.Errorf("--verify after the catch-up: exit %d\n%s%s", code, stdout, stderr)
 	}
 }
@@ -136,39 +137,38 @@ FROM {db}.sync_runs WHERE schedule = 'fast' AND trigger = 'cron'`, &ticks, &notO
 func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 	// Passes far apart: the catch-up is what runs.
 	f := backlogFixture(t, "@every 1h")
-	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("--backfill: exit %d\n%s", code, stderr)
 	}
 	f.importHistory(t, 1000)
 
-	d := f.startReadsync(t)
-	eventually(t, "a step of the catch-up", func() bool {
+	d := f.StartReadsync(t)
+	apptest.Eventually(t, "a step of the catch-up", func() bool {
 		steps, pending, _ := f.reconcileState(t)
 		return steps > 0 && pending > 0
-	}, d.log.String)
-	_ = d.cmd.Process.Kill()
-	<-d.done
+	}, d.Log.String)
+	d.Kill()
 	stepsAtKill, pendingAtKill, position := f.reconcileState(t)
 	if pendingAtKill == 0 {
-		t.Fatalf("the catch-up was over when the daemon was killed: the test killed nothing that mattered; log:\n%s", d.log.String())
+		t.Fatalf("the catch-up was over when the daemon was killed: the test killed nothing that mattered; log:\n%s", d.Log.String())
 	}
 
-	d2 := f.startReadsync(t)
+	d2 := f.StartReadsync(t)
 	deadline := time.Now().Add(5 * time.Minute)
-	for !strings.Contains(d2.log.String(), "reconcile caught up") {
+	for !strings.Contains(d2.Log.String(), "reconcile caught up") {
 		if time.Now().After(deadline) {
-			t.Fatalf("the catch-up did not complete after the restart; log:\n%s", d2.log.String())
+			t.Fatalf("the catch-up did not complete after the restart; log:\n%s", d2.Log.String())
 		}
 		time.Sleep(time.Second)
 	}
-	if code := d2.stop(t); code != exitOK {
-		t.Fatalf("daemon exit %d; log:\n%s", code, d2.log.String())
+	if code := d2.Stop(t); code != ExitOK {
+		t.Fatalf("daemon exit %d; log:\n%s", code, d2.Log.String())
 	}
 	// The restart resumed where the last step recorded before the kill
 	// ended: no change was read by two recorded steps.
 	var read, distinct uint64
-	f.query(t, "SELECT sum(changed_snapshots) FROM {db}.reconciles WHERE keyset = 1", &read)
-	f.query(t, "SELECT count() FROM (SELECT DISTINCT changed_at, project_id, snapshot_at FROM {db}.snapshot_changes)", &distinct)
+	f.Query(t, "SELECT sum(changed_snapshots) FROM {db}.reconciles WHERE keyset = 1", &read)
+	f.Query(t, "SELECT count() FROM (SELECT DISTINCT changed_at, project_id, snapshot_at FROM {db}.snapshot_changes)", &distinct)
 	if read > distinct {
 		t.Errorf("the steps read %d snapshot changes of %d: the restart read again what the %d steps before the kill (up to %s) had read",
 			read, distinct, stepsAtKill, position)
@@ -178,7 +178,7 @@ func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 	if _, pending, _ := f.reconcileState(t); pending > 100 {
 		t.Errorf("%d changes wait after the catch-up completed", pending)
 	}
-	if code, stdout, stderr := f.run(t, "--verify"); code != exitOK {
+	if code, stdout, stderr := f.run(t, "--verify"); code != ExitOK {
 		t.Errorf("--verify after the resumed catch-up: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

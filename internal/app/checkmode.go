@@ -35,9 +35,9 @@ func (a *app) check(ctx context.Context, skipClickHouse, allNames bool) int {
 	}, skipClickHouse, allNames)
 	switch outcome {
 	case check.OK:
-		return exitOK
+		return ExitOK
 	case check.ConfigError:
-		return exitConfig
+		return ExitConfig
 	}
-	return exitFailed
+	return ExitFailed
 }

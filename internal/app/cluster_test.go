@@ -77,9 +77,9 @@ func compareDumps(t *testing.T, what string, got, want map[string]string) {
 
 // onCluster points the fixture at a cluster database, through node 0.
 func (f *fixture) onCluster(c *sinktest.Cluster) {
-	f.env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[0]
-	f.env["READSYNC_CLICKHOUSE_CLUSTER"] = c.Name
-	f.env["READSYNC_CLICKHOUSE_REPLICA_PATH"] = c.ReplicaPath
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[0]
+	f.Env["READSYNC_CLICKHOUSE_CLUSTER"] = c.Name
+	f.Env["READSYNC_CLICKHOUSE_REPLICA_PATH"] = c.ReplicaPath
 }
 
 var localTables = []string{"projects_local", "messages_local", "message_read_snapshots_local", "sync_runs_local"}
@@ -102,9 +102,9 @@ func TestBackfillAcrossTopologies(t *testing.T) {
 				p.Name = "renamed"
 				p.Messages = append([]apitest.Message(nil), p.Messages...)
 				p.Messages[0].ReadCount, p.Messages[0].Percent = 9, "90.00%"
-				f.srv.SetProject(p)
+				f.Srv.SetProject(p)
 			}
-			if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at); code != exitOK {
+			if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at); code != ExitOK {
 				t.Fatalf("pass %d: exit %d:\n%s", i+1, code, stderr)
 			}
 		}
@@ -112,7 +112,7 @@ func TestBackfillAcrossTopologies(t *testing.T) {
 
 	single := newFixture(t, names, apitest.WithProjects(projects...))
 	passes(t, single)
-	want := dump(t, single.db.Conn, single.db.Name)
+	want := dump(t, single.DB.Conn, single.DB.Name)
 	if !strings.Contains(want["projects"], `"renamed"`) || strings.Count(want["sync_runs"], "\n") != 3 {
 		t.Fatalf("single server: the passes did not store what they should:\n%s\n%s", want["projects"], want["sync_runs"])
 	}
@@ -148,9 +148,9 @@ func TestReplicaDownDuringPass(t *testing.T) {
 	}
 	f := newFixture(t, names, apitest.WithProjects(projects...), apitest.WithLatency(100*time.Millisecond))
 	f.onCluster(c)
-	f.env["READSYNC_CONCURRENCY"] = "1"
-	f.env["READSYNC_BATCH_ROWS"] = "18" // a name is 9 rows: an INSERT every two names
-	if code, _, stderr := f.run(t, "--migrate"); code != exitOK {
+	f.Env["READSYNC_CONCURRENCY"] = "1"
+	f.Env["READSYNC_BATCH_ROWS"] = "18" // a name is 9 rows: an INSERT every two names
+	if code, _, stderr := f.run(t, "--migrate"); code != ExitOK {
 		t.Fatalf("--migrate: exit %d:\n%s", code, stderr)
 	}
 
@@ -158,9 +158,9 @@ func TestReplicaDownDuringPass(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(context.Background(), []string{"--backfill", "--snapshot-at", "2026-04-01T00:00:00Z"},
-			envconfig.MapLookuper(f.env), &bytes.Buffer{}, &stderr)
+			envconfig.MapLookuper(f.Env), &bytes.Buffer{}, &stderr)
 	}()
-	for f.srv.RequestCount(apitest.DetailPath) < 8 {
+	for f.Srv.RequestCount(apitest.DetailPath) < 8 {
 		select {
 		case code := <-done:
 			t.Fatalf("the pass ended (exit %d) before the replica could be stopped", code)
@@ -168,13 +168,13 @@ func TestReplicaDownDuringPass(t *testing.T) {
 		}
 	}
 	c.StopNode(t, 1)
-	if n := f.srv.RequestCount(apitest.DetailPath); n >= len(names) {
+	if n := f.Srv.RequestCount(apitest.DetailPath); n >= len(names) {
 		t.Logf("the replica stopped only after the pass fetched its %d names", n)
 	}
-	if code := <-done; code != exitOK {
+	if code := <-done; code != ExitOK {
 		t.Fatalf("pass with a replica down: exit %d:\n%s", code, stderr.String())
 	}
-	if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", "2026-04-01T01:00:00Z"); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", "2026-04-01T01:00:00Z"); code != ExitOK {
 		t.Fatalf("pass started with a replica down: exit %d:\n%s", code, stderr)
 	}
 	c.StartNode(t, 1)
@@ -210,7 +210,7 @@ func TestCheckOnCluster(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	f.onCluster(c)
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("--check: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{
@@ -228,12 +228,12 @@ func TestCheckOnCluster(t *testing.T) {
 			t.Errorf("node %d: --check created the database (%v)", node, err)
 		}
 	}
-	if code, _, stderr := f.run(t, "--migrate"); code != exitOK {
+	if code, _, stderr := f.run(t, "--migrate"); code != ExitOK {
 		t.Fatalf("--migrate: exit %d:\n%s", code, stderr)
 	}
 	c.SyncReplica(t, 1, "schema_migrations")
-	f.env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
-	if code, stdout, _ := f.run(t, "--check"); code != exitOK || !strings.Contains(stdout, "schema version 8, current") {
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
+	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 8, current") {
 		t.Errorf("--check after --migrate, through the other host: exit %d:\n%s", code, stdout)
 	}
 }

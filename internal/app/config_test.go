@@ -3,13 +3,11 @@ package app
 import (
 	"bytes"
 	"context"
-	"os"
-	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/config"
 )
 
 // baseEnv is a valid environment; tests change one variable at a time.
@@ -29,7 +27,7 @@ const tlsDSN = "clickhouse://default:pa55word@127.0.0.1:1/readsync?secure=true"
 func runWith(t *testing.T, env map[string]string, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, Environ(env), &stdout, &stderr)
+	code := run(context.Background(), args, config.Environ(env), &stdout, &stderr)
 	return code, stdout.String(), stderr.String()
 }
 
@@ -123,8 +121,8 @@ func TestConfigErrorsExit2(t *testing.T) {
 				}
 			}
 			code, stdout, stderr := runWith(t, env, tt.args...)
-			if code != exitConfig {
-				t.Errorf("exit code %d, want %d; stderr:\n%s", code, exitConfig, stderr)
+			if code != ExitConfig {
+				t.Errorf("exit code %d, want %d; stderr:\n%s", code, ExitConfig, stderr)
 			}
 			if !strings.Contains(stdout+stderr, tt.want) {
 				t.Errorf("output does not contain %q:\n%s%s", tt.want, stdout, stderr)
@@ -138,74 +136,10 @@ func TestConfigErrorsExit2(t *testing.T) {
 	}
 }
 
-func TestDryRunNeedsNoDSN(t *testing.T) {
-	env := baseEnv()
-	delete(env, "READSYNC_CLICKHOUSE_DSN")
-	cfg, err := loadConfig(context.Background(), Environ(env), false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Concurrency != 8 || cfg.RequestTimeout.String() != "30s" || cfg.LogLevel.String() != "INFO" || cfg.Location.String() != "UTC" ||
-		cfg.MaxRetries != 4 || cfg.RateLimit != 20 || cfg.MaxResponseBytes != 256<<20 || cfg.SpoolDir != "./spool" ||
-		cfg.SpoolMaxBytes != 1<<30 || cfg.ShutdownGrace.String() != "30s" || cfg.HTTPAddr != ":9090" {
-		t.Errorf("defaults not applied: %+v", cfg.env)
-	}
-}
-
-func TestSecretNeverPrints(t *testing.T) {
-	s := secret("hunter2")
-	for _, got := range []string{s.String(), s.GoString(), s.LogValue().String()} {
-		if strings.Contains(got, "hunter2") {
-			t.Errorf("secret printed as %q", got)
-		}
-	}
-	var b bytes.Buffer
-	log := newLogger(&b, -4, "json")
-	log.Info("config", "secret", s, "env", env{ClientSecret: s})
-	if strings.Contains(b.String(), "hunter2") {
-		t.Errorf("log leaks the secret: %s", b.String())
-	}
-}
-
 func TestVersion(t *testing.T) {
 	code, stdout, _ := runWith(t, map[string]string{}, "--version")
-	if code != exitOK || !strings.HasPrefix(stdout, "readsync ") {
+	if code != ExitOK || !strings.HasPrefix(stdout, "readsync ") {
 		t.Errorf("--version: exit %d, output %q", code, stdout)
-	}
-}
-
-// The scheduler's wake-ups are debug detail. (A skipped tick is the
-// daemon's to log and record: TestOverrunningPassRecordsSkippedTick.)
-func TestByteSize(t *testing.T) {
-	tests := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true},
-		{"1024", 1024, true},
-		{"64KiB", 64 << 10, true},
-		{"256MiB", 256 << 20, true},
-		{"1 GiB", 1 << 30, true},
-		{"2TiB", 2 << 40, true},
-		{"10B", 10, true},
-		{"1.5GiB", 0, false},
-		{"1GB", 0, false},
-		{"-1", 0, false},
-		{"", 0, false},
-		{"9999999999TiB", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			var b byteSize
-			err := b.EnvDecode(tt.in)
-			if (err == nil) != tt.ok {
-				t.Fatalf("EnvDecode(%q) error %v, want ok=%t", tt.in, err, tt.ok)
-			}
-			if tt.ok && int64(b) != tt.want {
-				t.Errorf("EnvDecode(%q) = %d, want %d", tt.in, b, tt.want)
-			}
-		})
 	}
 }
 
@@ -228,34 +162,8 @@ readsync: configuration: READSYNC_CONCURRENCY="0": a whole number from 1 to 1024
 readsync: configuration: READSYNC_SCHEDULES_FILE: schedules file testdata/bad-cron.yaml: schedule "hourly" (schedules[0]): cron "61 * * * *": end of range (61) above maximum (59): 61
 readsync: configuration: READSYNC_CLIENT_SECERT is not a readsync variable (did you mean READSYNC_CLIENT_SECRET?)
 `
-	if code != exitConfig || stdout != "" || stderr != want {
+	if code != ExitConfig || stdout != "" || stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr\n%s\nwant exit 2 and\n%s", code, stdout, stderr, want)
-	}
-}
-
-func TestUnknownVariables(t *testing.T) {
-	tests := []struct {
-		name string
-		want []unknownVariable
-	}{
-		{"READSYNC_CONCURENCY", []unknownVariable{{"READSYNC_CONCURENCY", "READSYNC_CONCURRENCY"}}},
-		{"READSYNC_REQUEST_TIMEOUTS", []unknownVariable{{"READSYNC_REQUEST_TIMEOUTS", "READSYNC_REQUEST_TIMEOUT"}}},
-		{"READSYNC_CLICKHOUSE_PASSWORD", []unknownVariable{{"READSYNC_CLICKHOUSE_PASSWORD", ""}}},
-		{"READSYNC_CONCURRENCY", nil},
-		{"READSYNC_TEST_CLICKHOUSE_DSN", nil},
-		{"READSYNC_TEST_ANYTHING_NEW", nil},
-		{"READSYNC_REQUIRE_CLICKHOUSE", nil},
-		{"READSYNC_NO_INSTALL", nil},
-		{"READSYNC_CLICKHOUSE_TCP_PORT", nil},
-		{"GOGC", nil},
-		{"readsync_concurrency", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := unknownVariables(Environ{tt.name: "1"}); !slices.Equal(got, tt.want) {
-				t.Errorf("unknownVariables(%s) = %v, want %v", tt.name, got, tt.want)
-			}
-		})
 	}
 }
 
@@ -270,41 +178,35 @@ func TestUnknownVariableIsReported(t *testing.T) {
 	env["READSYNC_REQUIRE_CLICKHOUSE"] = "1"
 
 	code, stdout, stderr := runWith(t, env, "--check", "--dry-run")
-	if code != exitOK || strings.Contains(stdout+stderr, "not a readsync variable") {
+	if code != ExitOK || strings.Contains(stdout+stderr, "not a readsync variable") {
 		t.Fatalf("--check with the tests' variables: exit %d\n%s%s", code, stdout, stderr)
 	}
 
 	env["READSYNC_CONCURENCY"] = "3"
 	code, stdout, stderr = runWith(t, env, "--check", "--dry-run")
-	if want := "config: FAILED: READSYNC_CONCURENCY is not a readsync variable (did you mean READSYNC_CONCURRENCY?)\n"; code != exitConfig || stdout != want {
+	if want := "config: FAILED: READSYNC_CONCURENCY is not a readsync variable (did you mean READSYNC_CONCURRENCY?)\n"; code != ExitConfig || stdout != want {
 		t.Errorf("--check: exit %d, stdout %q; want exit 2 and %q\nstderr:\n%s", code, stdout, want, stderr)
 	}
 
 	code, _, stderr = runWith(t, env, "--backfill", "--dry-run", "--nft", "alice.dmail")
 	want := `"level":"WARN","msg":"environment variable ignored: not a readsync variable","variable":"READSYNC_CONCURENCY","did_you_mean":"READSYNC_CONCURRENCY"}`
-	if code != exitOK || !strings.Contains(stderr, want) {
+	if code != ExitOK || !strings.Contains(stderr, want) {
 		t.Errorf("backfill: exit %d, want 0 and a warning %s:\n%s", code, want, stderr)
 	}
 }
 
-// Every variable has a name, a description and a place in --help; the
-// variables the project's scripts read are either readsync's or known as
-// the scripts' own, so that setting them never looks like a typo.
+// Every variable has a place in --help, with its default or "required"
+// and its description.
 func TestEveryVariableIsDescribed(t *testing.T) {
 	code, _, stderr := runWith(t, nil, "--help")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("--help exit %d", code)
 	}
 	_, env, ok := strings.Cut(stderr, "\nEnvironment:\n")
 	if !ok {
 		t.Fatalf("--help lists no environment:\n%s", stderr)
 	}
-	for _, v := range variables() {
-		// Kubernetes names the two variables of the API server's address.
-		setByKubernetes := v.Name == "KUBERNETES_SERVICE_HOST" || v.Name == "KUBERNETES_SERVICE_PORT"
-		if !(strings.HasPrefix(v.Name, "READSYNC_") || setByKubernetes) || v.Help == "" || strings.Contains(v.Help, "\n") {
-			t.Errorf("field %s: env name %q, help %q; want a READSYNC_ name and a one-line help tag", v.field.Name, v.Name, v.Help)
-		}
+	for _, v := range config.Variables() {
 		head := "  " + v.Name + "\n"
 		switch {
 		case v.Required:
@@ -318,44 +220,6 @@ func TestEveryVariableIsDescribed(t *testing.T) {
 	}
 	if !strings.Contains(env, "  READSYNC_REQUEST_TIMEOUT (default 30s)\n    \tbound on one HTTP request, body included\n") {
 		t.Errorf("--help does not show READSYNC_REQUEST_TIMEOUT's default:\n%s", env)
-	}
-
-	used := regexp.MustCompile(`READSYNC_[A-Z0-9_]*[A-Z0-9]`)
-	for _, file := range []string{"../../Makefile", "../../.ci/run", "../../scripts/clickhouse.sh", "../../scripts/lib/server.sh", "../../scripts/demo.sh", "../../sink/sinktest/sinktest.go"} {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, name := range used.FindAllString(string(b), -1) {
-			if got := unknownVariables(Environ{name: ""}); len(got) > 0 {
-				t.Errorf("%s reads %s, which readsync would call %s", file, name, got[0])
-			}
-		}
-	}
-}
-
-func TestSendsSecretInClear(t *testing.T) {
-	tests := []struct {
-		url  string
-		want bool
-	}{
-		{"http://api.example.com", true},
-		{"http://10.0.0.7:8080", true},
-		{"http://[2001:db8::1]:80", true},
-		{"http://127.0.0.1:8080", false},
-		{"http://127.8.9.10", false},
-		{"http://[::1]:8080", false},
-		{"http://[::ffff:127.0.0.1]:8080", false},
-		{"http://localhost:8080", false},
-		{"http://LocalHost", false},
-		{"http://localhost.example.com", true},
-		{"https://api.example.com", false},
-		{"https://10.0.0.7", false},
-	}
-	for _, tt := range tests {
-		if got := sendsSecretInClear(tt.url); got != tt.want {
-			t.Errorf("sendsSecretInClear(%s) = %t, want %t", tt.url, got, tt.want)
-		}
 	}
 }
 

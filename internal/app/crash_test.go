@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -49,28 +50,28 @@ func TestCrashCampaign(t *testing.T) {
 	long := apitest.Generate(1, 300, int64(seed%1000)+1)[0]
 	long.ID, long.NFT = 1_000_000, "long.dmail"
 	projects = append(projects, long)
-	names := namesOf(projects)
+	names := apptest.NamesOf(projects)
 	f := newFixture(t, names, apitest.WithProjects(projects...), apitest.WithReadGrowth(3), apitest.WithLatency(2*time.Millisecond))
 	if sinktest.Lacks(sinktest.SurvivesKilledClient) {
-		f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.NewProxy(t).DSN
+		f.Env["READSYNC_CLICKHOUSE_DSN"] = f.DB.NewProxy(t).DSN
 	}
-	f.writeSchedules(t, "fast", "@every 2s", names)
-	f.env["READSYNC_BATCH_ROWS"] = "200"
-	f.env["READSYNC_BATCH_TIMEOUT"] = "150ms"
-	f.env["READSYNC_CONCURRENCY"] = "4"
-	f.env["READSYNC_LOG_LEVEL"] = "info"
-	f.env["READSYNC_LOG_FORMAT"] = "json"
+	f.WriteSchedules(t, "fast", "@every 2s", names)
+	f.Env["READSYNC_BATCH_ROWS"] = "200"
+	f.Env["READSYNC_BATCH_TIMEOUT"] = "150ms"
+	f.Env["READSYNC_CONCURRENCY"] = "4"
+	f.Env["READSYNC_LOG_LEVEL"] = "info"
+	f.Env["READSYNC_LOG_FORMAT"] = "json"
 
 	// The schema first, as docs/operations.md says to on an upgrade: a kill in
 	// the middle of a migration leaves its lock to a lease of minutes.
-	if code, _, stderr := f.run(t, "--migrate"); code != exitOK {
+	if code, _, stderr := f.run(t, "--migrate"); code != ExitOK {
 		t.Fatalf("--migrate: exit %d\n%s", code, stderr)
 	}
 	// How long a whole backfill takes on this server and machine: the
 	// kills fall within it, so that most land in the middle of a pass
 	// whatever the server's speed.
 	start := time.Now()
-	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("the first backfill: exit %d\n%s", code, stderr)
 	}
 	pass := time.Since(start)
@@ -105,11 +106,11 @@ func TestCrashCampaign(t *testing.T) {
 	// What the kills left, for the log: the clean pass must mend it.
 	_, before, _ := f.run(t, "--verify")
 	t.Logf("before the clean pass:\n%s", before)
-	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("seed %d: the clean pass: exit %d\n%s", seed, code, stderr)
 	}
 	code, stdout, stderr := f.run(t, "--verify")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Errorf("seed %d: --verify after the campaign and one clean pass: exit %d\n%s%s", seed, code, stdout, stderr)
 	}
 }
@@ -119,8 +120,8 @@ func TestCrashCampaign(t *testing.T) {
 func (f *fixture) killAfter(t *testing.T, wait time.Duration, args ...string) bool {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = []string{runsReadsync + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir()}
-	for k, v := range f.env {
+	cmd.Env = []string{apptest.RunsReadsync + "=1", "PATH=" + os.Getenv("PATH"), "TMPDIR=" + t.TempDir()}
+	for k, v := range f.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	var out bytes.Buffer
@@ -142,6 +143,6 @@ func (f *fixture) killAfter(t *testing.T, wait time.Duration, args ...string) bo
 	}
 	_ = cmd.Process.Kill()
 	<-done
-	f.noSecrets(t, out.String())
+	f.NoSecrets(t, out.String())
 	return true
 }

@@ -63,7 +63,7 @@ func (a *app) daemon(ctx context.Context) int {
 	a.quarantineWaits(st.spool)
 	probes.SetReady(a.readiness(st))
 	a.runSchedules(ctx, st, schedules, sh, probes)
-	return exitOK
+	return ExitOK
 }
 
 // startingShare reads the share at start. A pod the API server refuses,

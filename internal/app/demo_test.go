@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 )
 
 // escape starts every terminal control sequence the demo could print:
@@ -40,10 +41,10 @@ func TestDemoPrintsNoEscapeCodesOffTerminal(t *testing.T) {
 		env["READSYNC_API_BASE_URL"] = srv.URL
 		env["READSYNC_LOG_FORMAT"] = "text"
 		env["READSYNC_SCHEDULES_FILE"] = filepath.Join(t.TempDir(), "schedules.yaml")
-		writeSchedules(t, env["READSYNC_SCHEDULES_FILE"], "demo", "@hourly", namesOf(projects))
+		apptest.WriteSchedules(t, env["READSYNC_SCHEDULES_FILE"], "demo", "@hourly", apptest.NamesOf(projects))
 		for _, args := range [][]string{{"--check", "--dry-run"}, {"--backfill", "--dry-run"}} {
 			code, stdout, stderr := runWith(t, env, args...)
-			if code != exitOK {
+			if code != ExitOK {
 				t.Fatalf("%s: exit %d:\n%s%s", args, code, stdout, stderr)
 			}
 			if strings.Contains(stdout+stderr, escape) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -14,92 +13,30 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
 const (
-	testSecret = "e2e-client-secret-value"
-	odd        = "quote\" apostrophe' back\\slash\nnewline\x00nul 𝄞"
+	odd = "quote\" apostrophe' back\\slash\nnewline\x00nul 𝄞"
 )
 
-// fixture is a fake upstream, a fresh ClickHouse database and an
-// environment pointing readsync at both.
-type fixture struct {
-	srv *apitest.Server
-	db  *sinktest.DB
-	env map[string]string
-	// secrets must never appear in anything readsync prints.
-	secrets []string
-}
+// fixture is apptest's, with the ways the binary's tests run readsync
+// on it.
+type fixture struct{ *apptest.Fixture }
 
 func newFixture(t *testing.T, names []string, opts ...apitest.Option) *fixture {
 	t.Helper()
-	srv := apitest.NewServer(append([]apitest.Option{apitest.WithCredentials("1001", testSecret)}, opts...)...)
-	t.Cleanup(srv.Close)
-	db := sinktest.New(t)
-	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
-	writeSchedules(t, schedules, "hourly", "0 * * * *", names)
-	return &fixture{srv: srv, db: db, secrets: []string{testSecret}, env: map[string]string{
-		"READSYNC_API_BASE_URL":   srv.URL,
-		"READSYNC_CLIENT_ID":      "1001",
-		"READSYNC_CLIENT_SECRET":  testSecret,
-		"READSYNC_CLICKHOUSE_DSN": db.DSN,
-		"READSYNC_SCHEDULES_FILE": schedules,
-		"READSYNC_LOG_LEVEL":      "debug",
-		"READSYNC_SPOOL_DIR":      filepath.Join(t.TempDir(), "spool"),
-		// Fast retries and no rate limit keep the tests quick; both are
-		// exercised on their own.
-		"READSYNC_RETRY_BACKOFF": "1ms",
-		"READSYNC_RATE_LIMIT":    "0",
-		// Daemons of parallel tests must not fight over a port.
-		"READSYNC_HTTP_ADDR": "127.0.0.1:0",
-	}}
-}
-
-// writeSchedules writes a schedules file with one schedule.
-func writeSchedules(t *testing.T, path, name, spec string, names []string) {
-	t.Helper()
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		b, _ := json.Marshal(n) // a JSON string is a valid YAML double-quoted scalar
-		quoted[i] = string(b)
-	}
-	doc := fmt.Sprintf("schedules:\n  - name: %s\n    cron: %q\n    nft_names: [%s]\n", name, spec, strings.Join(quoted, ", "))
-	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// writeSchedules replaces the fixture's schedules file.
-func (f *fixture) writeSchedules(t *testing.T, name, spec string, names []string) {
-	t.Helper()
-	writeSchedules(t, f.env["READSYNC_SCHEDULES_FILE"], name, spec, names)
+	return &fixture{apptest.NewFixture(t, names, opts...)}
 }
 
 func (f *fixture) run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), args, Environ(f.env), &stdout, &stderr)
-	f.noSecrets(t, stdout.String()+stderr.String())
+	code := run(context.Background(), args, config.Environ(f.Env), &stdout, &stderr)
+	f.NoSecrets(t, stdout.String()+stderr.String())
 	return code, stdout.String(), stderr.String()
-}
-
-// noSecrets fails the test if out contains any of the fixture's secrets.
-func (f *fixture) noSecrets(t *testing.T, out string) {
-	t.Helper()
-	for _, s := range f.secrets {
-		if strings.Contains(out, s) {
-			t.Errorf("output leaks the secret %q", s)
-		}
-	}
-}
-
-func (f *fixture) query(t *testing.T, q string, dest ...any) {
-	t.Helper()
-	q = strings.ReplaceAll(q, "{db}", "`"+f.db.Name+"`")
-	if err := f.db.Conn.QueryRow(context.Background(), q).Scan(dest...); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
 }
 
 func goldenProjects() []apitest.Project {
@@ -126,12 +63,12 @@ func goldenProjects() []apitest.Project {
 func TestBackfillGolden(t *testing.T) {
 	names := []string{"café-☕.eth", "a&b=c+d%e f.eth", "nobody.eth", "empty.dmail", "shanghai.dmail"}
 	f := newFixture(t, names, apitest.WithProjects(goldenProjects()...))
-	f.env["READSYNC_SOURCE_TIMEZONE"] = "Asia/Shanghai"
+	f.Env["READSYNC_SOURCE_TIMEZONE"] = "Asia/Shanghai"
 	at := time.Date(2026, 2, 3, 4, 0, 0, 0, time.UTC)
 
 	code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at.Format(time.RFC3339))
-	if code != exitFailed {
-		t.Fatalf("exit %d, want %d (one unknown name); stderr:\n%s", code, exitFailed, stderr)
+	if code != ExitFailed {
+		t.Fatalf("exit %d, want %d (one unknown name); stderr:\n%s", code, ExitFailed, stderr)
 	}
 	if !strings.Contains(stderr, `nobody.eth`) || !strings.Contains(stderr, "upstream reported failure") {
 		t.Errorf("the failed name and its cause are not logged:\n%s", stderr)
@@ -145,7 +82,7 @@ func TestBackfillGolden(t *testing.T) {
 
 	// The other names are all written.
 	var projects uint64
-	f.query(t, "SELECT count() FROM {db}.projects FINAL", &projects)
+	f.Query(t, "SELECT count() FROM {db}.projects FINAL", &projects)
 	if projects != 4 {
 		t.Errorf("%d projects, want 4", projects)
 	}
@@ -157,7 +94,7 @@ func TestBackfillGolden(t *testing.T) {
 		typ                  int64
 		created              time.Time
 	)
-	f.query(t, "SELECT id, nft, name, description, logo, type, wallet_address, create_at, raw FROM {db}.projects FINAL WHERE id = 9007199254740993",
+	f.Query(t, "SELECT id, nft, name, description, logo, type, wallet_address, create_at, raw FROM {db}.projects FINAL WHERE id = 9007199254740993",
 		&id, &nft, &name, &desc, &logo, &typ, &wallet, &created, &raw)
 	// 03:04:05 in Shanghai is 19:04:05 UTC the day before.
 	if nft != "café-☕.eth" || name != odd || desc != "line1\nline2" || logo != "https://x/y.png?a=1&b=2" || typ != 2 || wallet != "0xABCDEF" ||
@@ -180,7 +117,7 @@ func TestBackfillGolden(t *testing.T) {
 		all                uint8
 		msgCreated         time.Time
 	)
-	f.query(t, "SELECT subject, recv_group, receivers, is_all_subscribers, create_at FROM {db}.messages FINAL WHERE id = 9007199254740995",
+	f.Query(t, "SELECT subject, recv_group, receivers, is_all_subscribers, create_at FROM {db}.messages FINAL WHERE id = 9007199254740995",
 		&subject, &recvGroup, &receivers, &all, &msgCreated)
 	if subject != "hi & <bye> "+odd || recvGroup != "group\x00x" || !slices.Equal(receivers, []string{`a"b`, "c\nd"}) || all != 1 {
 		t.Errorf("message row: subject=%q recv_group=%q receivers=%q all=%d", subject, recvGroup, receivers, all)
@@ -188,7 +125,7 @@ func TestBackfillGolden(t *testing.T) {
 
 	// Unusable dates become the epoch; the rows are kept.
 	var epochRows uint64
-	f.query(t, "SELECT count() FROM {db}.messages FINAL WHERE create_at = toDateTime(0) AND id IN (2, 3)", &epochRows)
+	f.Query(t, "SELECT count() FROM {db}.messages FINAL WHERE create_at = toDateTime(0) AND id IN (2, 3)", &epochRows)
 	if epochRows != 2 {
 		t.Errorf("%d messages with unusable dates stored at the epoch, want 2", epochRows)
 	}
@@ -201,7 +138,7 @@ func TestBackfillGolden(t *testing.T) {
 		percent     float64
 	}
 	want := map[int64]snap{9007199254740995: {5, 10, 50}, 2: {1, 3, 33.33}, 3: {0, 0, 0}, 40: {1, 4, 25}}
-	rows, err := f.db.Conn.Query(context.Background(), "SELECT message_id, snapshot_at, read_count, total, percent FROM "+f.db.Table("message_read_snapshots")+" FINAL")
+	rows, err := f.DB.Conn.Query(context.Background(), "SELECT message_id, snapshot_at, read_count, total, percent FROM "+f.DB.Table("message_read_snapshots")+" FINAL")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +170,7 @@ func TestBackfillGolden(t *testing.T) {
 		total, ok, failed, msg uint64
 		runAt                  time.Time
 	)
-	f.query(t, "SELECT status, error, nft_total, nft_ok, nft_failed, messages, snapshot_at FROM {db}.sync_runs", &status, &errText, &total, &ok, &failed, &msg, &runAt)
+	f.Query(t, "SELECT status, error, nft_total, nft_ok, nft_failed, messages, snapshot_at FROM {db}.sync_runs", &status, &errText, &total, &ok, &failed, &msg, &runAt)
 	if status != "partial" || total != 5 || ok != 4 || failed != 1 || msg != 4 || !runAt.Equal(at) || !strings.Contains(errText, `nft "nobody.eth"`) {
 		t.Errorf("sync_runs: status=%s total=%d ok=%d failed=%d messages=%d snapshot_at=%v error=%q", status, total, ok, failed, msg, runAt, errText)
 	}
@@ -246,31 +183,31 @@ func TestBackfillUpsertsOneSnapshot(t *testing.T) {
 		Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 10, Percent: "10.00%"}, {ID: 2, ReadCount: 0, Total: 5, Percent: "0.00%"}}}
 	f := newFixture(t, []string{"up.eth"}, apitest.WithProjects(p))
 	args := []string{"--backfill", "--snapshot-at", "2026-03-01T12:00:00Z"}
-	if code, _, stderr := f.run(t, args...); code != exitOK {
+	if code, _, stderr := f.run(t, args...); code != ExitOK {
 		t.Fatalf("first pass exit %d:\n%s", code, stderr)
 	}
 	p.Messages[0].ReadCount, p.Messages[0].Percent = 7, "70.00%"
 	p.Name = "renamed"
-	f.srv.SetProject(p)
-	if code, _, stderr := f.run(t, args...); code != exitOK {
+	f.Srv.SetProject(p)
+	if code, _, stderr := f.run(t, args...); code != ExitOK {
 		t.Fatalf("second pass exit %d:\n%s", code, stderr)
 	}
-	if n := f.db.Count(t, "message_read_snapshots"); n != 2 {
+	if n := f.DB.Count(t, "message_read_snapshots"); n != 2 {
 		t.Errorf("FINAL shows %d snapshot rows, want 2 (one per message)", n)
 	}
 	var read uint64
 	var percent float64
-	f.query(t, "SELECT read_count, percent FROM {db}.message_read_snapshots FINAL WHERE message_id = 1", &read, &percent)
+	f.Query(t, "SELECT read_count, percent FROM {db}.message_read_snapshots FINAL WHERE message_id = 1", &read, &percent)
 	if read != 7 || percent != 70 {
 		t.Errorf("message 1 shows %d reads, %v%%; want the second pass's 7, 70%%", read, percent)
 	}
 	var name string
-	f.query(t, "SELECT name FROM {db}.projects FINAL", &name)
+	f.Query(t, "SELECT name FROM {db}.projects FINAL", &name)
 	if name != "renamed" {
 		t.Errorf("project name %q, want the later pass's", name)
 	}
 	var runs uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs", &runs)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs", &runs)
 	if runs != 2 {
 		t.Errorf("%d runs recorded, want 2", runs)
 	}
@@ -291,12 +228,12 @@ func TestBackfillBatchesInserts(t *testing.T) {
 	}
 	parts := func(f *fixture, table string) uint64 {
 		var n uint64
-		f.query(t, fmt.Sprintf("SELECT toUInt64(max(max_block_number) - min(min_block_number) + 1) FROM system.parts WHERE active AND database = '%s' AND table = '%s'", f.db.Name, table), &n)
+		f.Query(t, fmt.Sprintf("SELECT toUInt64(max(max_block_number) - min(min_block_number) + 1) FROM system.parts WHERE active AND database = '%s' AND table = '%s'", f.DB.Name, table), &n)
 		return n
 	}
 	t.Run("one batch", func(t *testing.T) {
 		f := newFixture(t, names, apitest.WithProjects(projects...))
-		if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+		if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 			t.Fatalf("exit %d:\n%s", code, stderr)
 		}
 		for _, table := range []string{"projects", "messages", "message_read_snapshots", "sync_runs"} {
@@ -304,20 +241,20 @@ func TestBackfillBatchesInserts(t *testing.T) {
 				t.Errorf("%s: %d INSERTs, want 1", table, n)
 			}
 		}
-		if n := f.db.Count(t, "message_read_snapshots"); n != 200 {
+		if n := f.DB.Count(t, "message_read_snapshots"); n != 200 {
 			t.Errorf("%d snapshots, want 200", n)
 		}
 	})
 	t.Run("small batches", func(t *testing.T) {
 		f := newFixture(t, names, apitest.WithProjects(projects...))
-		f.env["READSYNC_BATCH_ROWS"] = "100" // a name is 11 rows: a batch holds 10 names
-		if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+		f.Env["READSYNC_BATCH_ROWS"] = "100" // a name is 11 rows: a batch holds 10 names
+		if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 			t.Fatalf("exit %d:\n%s", code, stderr)
 		}
 		if n := parts(f, "message_read_snapshots"); n != 4 {
 			t.Errorf("%d snapshot INSERTs, want 4", n)
 		}
-		if n := f.db.Count(t, "message_read_snapshots"); n != 200 {
+		if n := f.DB.Count(t, "message_read_snapshots"); n != 200 {
 			t.Errorf("%d snapshots, want 200", n)
 		}
 	})
@@ -326,23 +263,23 @@ func TestBackfillBatchesInserts(t *testing.T) {
 func TestBackfillChoosesNames(t *testing.T) {
 	projects := apitest.Generate(3, 1, 1)
 	f := newFixture(t, []string{projects[0].NFT, projects[1].NFT}, apitest.WithProjects(projects...))
-	if code, _, stderr := f.run(t, "--backfill", "--nft", projects[2].NFT); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill", "--nft", projects[2].NFT); code != ExitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	if reqs := f.srv.Requests(); len(reqs) != 2 || reqs[0].Query.Get("nft_name") != projects[2].NFT {
+	if reqs := f.Srv.Requests(); len(reqs) != 2 || reqs[0].Query.Get("nft_name") != projects[2].NFT {
 		t.Errorf("--nft fetched %d requests, want exactly the one name's two", len(reqs))
 	}
-	f.srv.ResetRequests()
-	if code, _, stderr := f.run(t, "--backfill", "--schedule", "hourly"); code != exitOK {
+	f.Srv.ResetRequests()
+	if code, _, stderr := f.run(t, "--backfill", "--schedule", "hourly"); code != ExitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	if n := f.srv.RequestCount(apitest.DetailPath); n != 2 {
+	if n := f.Srv.RequestCount(apitest.DetailPath); n != 2 {
 		t.Errorf("--schedule fetched %d names, want 2", n)
 	}
 	// Both runs can start within the same second, so the runs are told
 	// apart by what they recorded rather than by their order in time.
 	var runs []string
-	f.query(t, "SELECT arraySort(groupArray(concat(schedule, '/', toString(nft_total)))) FROM {db}.sync_runs", &runs)
+	f.Query(t, "SELECT arraySort(groupArray(concat(schedule, '/', toString(nft_total)))) FROM {db}.sync_runs", &runs)
 	if want := []string{"/1", "hourly/2"}; !slices.Equal(runs, want) {
 		t.Errorf("sync_runs (schedule/nft_total) %q, want %q", runs, want)
 	}
@@ -350,9 +287,9 @@ func TestBackfillChoosesNames(t *testing.T) {
 
 func TestDryRunPrintsRowsWithoutClickHouse(t *testing.T) {
 	f := newFixture(t, []string{"café-☕.eth"}, apitest.WithProjects(goldenProjects()[0]))
-	delete(f.env, "READSYNC_CLICKHOUSE_DSN")
+	delete(f.Env, "READSYNC_CLICKHOUSE_DSN")
 	code, stdout, stderr := f.run(t, "--backfill", "--dry-run", "--snapshot-at", "2026-01-01T00:00:00Z")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
 	counts := map[string]int{}
@@ -377,13 +314,13 @@ func TestDryRunPrintsRowsWithoutClickHouse(t *testing.T) {
 func TestCheck(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, "api: ok") || !strings.Contains(stdout, "clickhouse: ok (server ") {
+	if code != ExitOK || !strings.Contains(stdout, "api: ok") || !strings.Contains(stdout, "clickhouse: ok (server ") {
 		t.Fatalf("--check exit %d:\n%s%s", code, stdout, stderr)
 	}
-	f.env["READSYNC_CLIENT_SECRET"] = "not-the-secret-either"
-	f.env["READSYNC_CLICKHOUSE_DSN"] = "clickhouse://default:db-pa55word@127.0.0.1:1/x?dial_timeout=1s"
+	f.Env["READSYNC_CLIENT_SECRET"] = "not-the-secret-either"
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = "clickhouse://default:db-pa55word@127.0.0.1:1/x?dial_timeout=1s"
 	code, stdout, stderr = f.run(t, "--check")
-	if code != exitFailed || !strings.Contains(stdout, "api: FAILED: project details of nft \"p.eth\": HTTP 401") || !strings.Contains(stdout, "clickhouse: FAILED") {
+	if code != ExitFailed || !strings.Contains(stdout, "api: FAILED: project details of nft \"p.eth\": HTTP 401") || !strings.Contains(stdout, "clickhouse: FAILED") {
 		t.Fatalf("--check with bad credentials: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	for _, s := range []string{"not-the-secret-either", "db-pa55word"} {
@@ -414,21 +351,21 @@ func TestCheckPrintsOneLinePerCheck(t *testing.T) {
 spool: ok (%[2]s: to be created at start)
 api: ok (%[3]s: nft "p.eth" is project 1, D after 2 retries)
 clickhouse: ok (server V, database %[4]q, schema version 0, pending: %[5]s; this server takes them (tried in a scratch database); readsync --migrate or the daemon applies them)
-`, f.env["READSYNC_SCHEDULES_FILE"], f.env["READSYNC_SPOOL_DIR"], f.srv.URL, f.db.Name, pending)
-	if code != exitOK || normalize(stdout) != want {
+`, f.Env["READSYNC_SCHEDULES_FILE"], f.Env["READSYNC_SPOOL_DIR"], f.Srv.URL, f.DB.Name, pending)
+	if code != ExitOK || normalize(stdout) != want {
 		t.Errorf("--check exit %d, stdout\n%s\nwant (durations as D)\n%s", code, stdout, want)
 	}
 	if strings.Contains(stderr, "retrying") {
 		t.Errorf("--check logged its retries:\n%s", stderr)
 	}
 
-	f.env["READSYNC_CLIENT_SECRET"] = "not-the-secret"
+	f.Env["READSYNC_CLIENT_SECRET"] = "not-the-secret"
 	code, stdout, _ = f.run(t, "--check", "--dry-run")
 	want = fmt.Sprintf(`config: ok (%s: 1 schedules, 1 nft names)
 api: FAILED: project details of nft "p.eth": HTTP 401 Unauthorized: {"code":0,"data":{},"msg":"Process failed","success":false}; check READSYNC_CLIENT_ID and READSYNC_CLIENT_SECRET
 clickhouse: skipped (--dry-run)
-`, f.env["READSYNC_SCHEDULES_FILE"])
-	if code != exitFailed || stdout != want {
+`, f.Env["READSYNC_SCHEDULES_FILE"])
+	if code != ExitFailed || stdout != want {
 		t.Errorf("--check with a wrong secret: exit %d, stdout\n%s\nwant\n%s", code, stdout, want)
 	}
 }
@@ -439,26 +376,26 @@ func TestDaemonRunsSchedules(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth",
 		Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 2, Percent: "50.00%"}}}))
 	doc := "schedules:\n  - name: fast\n    cron: \"@every 1s\"\n    nft_names: [p.eth]\n"
-	if err := os.WriteFile(f.env["READSYNC_SCHEDULES_FILE"], []byte(doc), 0o644); err != nil {
+	if err := os.WriteFile(f.Env["READSYNC_SCHEDULES_FILE"], []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, Environ(f.env), &bytes.Buffer{}, &stderr) }()
+	go func() { done <- run(ctx, nil, config.Environ(f.Env), &bytes.Buffer{}, &stderr) }()
 
 	deadline := time.Now().Add(30 * time.Second)
 	var runs uint64
 	for runs < 2 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
-		_ = f.db.Conn.QueryRow(context.Background(),
-			"SELECT count() FROM "+f.db.Table("sync_runs")+" WHERE trigger = 'cron' AND schedule = 'fast' AND status = 'ok'").Scan(&runs)
+		_ = f.DB.Conn.QueryRow(context.Background(),
+			"SELECT count() FROM "+f.DB.Table("sync_runs")+" WHERE trigger = 'cron' AND schedule = 'fast' AND status = 'ok'").Scan(&runs)
 	}
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != ExitOK {
 			t.Errorf("daemon exit %d", code)
 		}
 	case <-time.After(45 * time.Second):
@@ -469,7 +406,7 @@ func TestDaemonRunsSchedules(t *testing.T) {
 	}
 	// Each pass's snapshots carry its run's tick.
 	var mismatched uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs WHERE snapshot_at NOT IN (SELECT snapshot_at FROM {db}.message_read_snapshots)", &mismatched)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE snapshot_at NOT IN (SELECT snapshot_at FROM {db}.message_read_snapshots)", &mismatched)
 	if mismatched != 0 {
 		t.Errorf("%d runs whose tick has no snapshot rows", mismatched)
 	}
@@ -482,9 +419,9 @@ func TestBackfillOverTLS(t *testing.T) {
 	f := newFixture(t, []string{"tls.eth"}, apitest.WithProjects(apitest.Project{ID: 5, NFT: "tls.eth",
 		Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 2, Percent: "50.00%"}}}))
 	srv := sinktest.NewTLSServer(t)
-	f.env["READSYNC_CLICKHOUSE_DSN"] = srv.DSN
-	f.env["READSYNC_CLICKHOUSE_CA_FILE"] = srv.CAFile
-	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = srv.DSN
+	f.Env["READSYNC_CLICKHOUSE_CA_FILE"] = srv.CAFile
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("backfill over TLS: exit %d:\n%s", code, stderr)
 	}
 	var n uint64
@@ -495,9 +432,9 @@ func TestBackfillOverTLS(t *testing.T) {
 		t.Errorf("%d snapshot rows over TLS, want 1", n)
 	}
 
-	delete(f.env, "READSYNC_CLICKHOUSE_CA_FILE")
+	delete(f.Env, "READSYNC_CLICKHOUSE_CA_FILE")
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitFailed || !strings.Contains(stdout, "clickhouse: FAILED") || !strings.Contains(stdout, "certificate signed by unknown authority") {
+	if code != ExitFailed || !strings.Contains(stdout, "clickhouse: FAILED") || !strings.Contains(stdout, "certificate signed by unknown authority") {
 		t.Fatalf("--check without the CA: exit %d:\n%s%s", code, stdout, stderr)
 	}
 }

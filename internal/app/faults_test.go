@@ -10,37 +10,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	gosync "sync"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sync"
 )
 
-// lockedBuffer is a log destination shared by a running daemon and the
-// test reading it.
-type lockedBuffer struct {
-	mu gosync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // startDaemon runs the daemon until the returned stop is called; stop
 // returns its exit code.
-func (f *fixture) startDaemon(t *testing.T) (log *lockedBuffer, stop func() int) {
+func (f *fixture) startDaemon(t *testing.T) (log *apptest.LockedBuffer, stop func() int) {
 	t.Helper()
 	log, signal, wait := f.startDaemonSignalled(t)
 	return log, func() int {
@@ -53,12 +35,12 @@ func (f *fixture) startDaemon(t *testing.T) (log *lockedBuffer, stop func() int)
 // startDaemonSignalled runs the daemon; signal does what SIGTERM does to the
 // process and returns at once, and wait waits for the exit code. Both may be
 // called more than once; the end of the test does both.
-func (f *fixture) startDaemonSignalled(t *testing.T) (log *lockedBuffer, signal func(), wait func() int) {
+func (f *fixture) startDaemonSignalled(t *testing.T) (log *apptest.LockedBuffer, signal func(), wait func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log = &lockedBuffer{}
+	log = &apptest.LockedBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- run(ctx, nil, Environ(f.env), log, log) }()
+	go func() { done <- run(ctx, nil, config.Environ(f.Env), log, log) }()
 	stopped := false
 	var code int
 	wait = func() int {
@@ -72,7 +54,7 @@ func (f *fixture) startDaemonSignalled(t *testing.T) (log *lockedBuffer, signal 
 		case <-time.After(time.Minute):
 			t.Fatalf("daemon did not stop within a minute; log:\n%s", log.String())
 		}
-		f.noSecrets(t, log.String())
+		f.NoSecrets(t, log.String())
 		return code
 	}
 	t.Cleanup(func() {
@@ -80,36 +62,6 @@ func (f *fixture) startDaemonSignalled(t *testing.T) (log *lockedBuffer, signal 
 		wait()
 	})
 	return log, cancel, wait
-}
-
-// waitStarted waits until the daemon whose log this is has done its start:
-// migrations, the record of missed ticks, the schedules armed. A test that
-// stops the daemon sooner would stop it in the middle of a statement, and
-// the current release's embedded test server aborts when a client drops a
-// connection there.
-func waitStarted(t *testing.T, log func() string) {
-	t.Helper()
-	eventually(t, "the daemon started", func() bool { return strings.Contains(log(), `"msg":"daemon started"`) }, log)
-}
-
-// eventually polls cond until it holds or a generous deadline passes.
-func eventually(t *testing.T, what string, cond func() bool, log func() string) {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; log:\n%s", what, log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func namesOf(projects []apitest.Project) []string {
-	names := make([]string, len(projects))
-	for i, p := range projects {
-		names[i] = p.NFT
-	}
-	return names
 }
 
 func snapshotsOf(projects []apitest.Project) uint64 {
@@ -125,7 +77,7 @@ func snapshotsOf(projects []apitest.Project) uint64 {
 func (f *fixture) exactlyOnce(t *testing.T, want uint64) {
 	t.Helper()
 	var rows, keys uint64
-	f.query(t, "SELECT count(), uniqExact(project_id, message_id, snapshot_at) FROM {db}.message_read_snapshots", &rows, &keys)
+	f.Query(t, "SELECT count(), uniqExact(project_id, message_id, snapshot_at) FROM {db}.message_read_snapshots", &rows, &keys)
 	if rows != want || keys != want {
 		t.Errorf("%d snapshot rows with %d distinct keys, want %d of each", rows, keys, want)
 	}
@@ -177,12 +129,12 @@ func TestBackfillRidesOutUpstreamFaults(t *testing.T) {
 		}
 		retries += ft.times
 	}
-	f := newFixture(t, namesOf(projects), append(opts, apitest.WithProjects(projects...))...)
-	f.env["READSYNC_REQUEST_TIMEOUT"] = "1s"
-	f.env["READSYNC_MAX_RETRIES"] = "4"
+	f := newFixture(t, apptest.NamesOf(projects), append(opts, apitest.WithProjects(projects...))...)
+	f.Env["READSYNC_REQUEST_TIMEOUT"] = "1s"
+	f.Env["READSYNC_MAX_RETRIES"] = "4"
 
 	code, _, stderr := f.run(t, "--backfill")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("exit %d, want 0; log:\n%s", code, stderr)
 	}
 	f.exactlyOnce(t, snapshotsOf(projects))
@@ -191,7 +143,7 @@ func TestBackfillRidesOutUpstreamFaults(t *testing.T) {
 	if n := strings.Count(stderr, "upstream request failed, retrying"); n < retries-3 || n > retries {
 		t.Errorf("%d retries logged, want %d (or up to 3 fewer)", n, retries)
 	}
-	if entries := spoolEntries(t, f.env["READSYNC_SPOOL_DIR"]); len(entries) != 0 {
+	if entries := spoolEntries(t, f.Env["READSYNC_SPOOL_DIR"]); len(entries) != 0 {
 		t.Errorf("spool holds %v after a clean write", entries)
 	}
 }
@@ -204,15 +156,15 @@ func TestBackfillFailsOnlyTheBrokenNames(t *testing.T) {
 	for i := range 400 {
 		big.Messages = append(big.Messages, apitest.Message{ID: int64(i + 1), ReadCount: 1, Total: 2, Percent: "50.00%"})
 	}
-	f := newFixture(t, append(namesOf(projects), big.NFT),
+	f := newFixture(t, append(apptest.NamesOf(projects), big.NFT),
 		apitest.WithProjects(append(projects, big)...),
 		apitest.WithFault(projects[0].NFT, apitest.StatusFault(500, "<html>always down</html>")),
 		apitest.WithListFault(projects[1].ID, apitest.StatusFault(403, `{"error":"forbidden"}`)))
-	f.env["READSYNC_MAX_RESPONSE_BYTES"] = "16KiB"
-	f.env["READSYNC_MAX_RETRIES"] = "2"
+	f.Env["READSYNC_MAX_RESPONSE_BYTES"] = "16KiB"
+	f.Env["READSYNC_MAX_RETRIES"] = "2"
 
 	code, _, stderr := f.run(t, "--backfill")
-	if code != exitFailed {
+	if code != ExitFailed {
 		t.Fatalf("exit %d, want 1; log:\n%s", code, stderr)
 	}
 	for _, want := range []string{
@@ -225,12 +177,12 @@ func TestBackfillFailsOnlyTheBrokenNames(t *testing.T) {
 		}
 	}
 	f.exactlyOnce(t, snapshotsOf(projects[2:]))
-	if n := f.srv.RequestCount(apitest.DetailPath); n != 3+4 {
+	if n := f.Srv.RequestCount(apitest.DetailPath); n != 3+4 {
 		t.Errorf("%d detail requests, want 3 for the failing name and 1 for each other", n)
 	}
 	var status string
 	var failed uint64
-	f.query(t, "SELECT status, nft_failed FROM {db}.sync_runs", &status, &failed)
+	f.Query(t, "SELECT status, nft_failed FROM {db}.sync_runs", &status, &failed)
 	if status != "partial" || failed != 3 {
 		t.Errorf("run recorded as %s with %d failed names, want partial with 3", status, failed)
 	}
@@ -241,15 +193,15 @@ func TestBackfillFailsOnlyTheBrokenNames(t *testing.T) {
 // spool first: every snapshot arrives, none twice.
 func TestBackfillSpoolsThroughAnOutage(t *testing.T) {
 	projects := apitest.Generate(6, 5, 3)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	proxy := f.db.NewProxy(t)
-	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
-	f.env["READSYNC_BATCH_ROWS"] = "20" // several entries
-	spoolDir := f.env["READSYNC_SPOOL_DIR"]
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	proxy := f.DB.NewProxy(t)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	f.Env["READSYNC_BATCH_ROWS"] = "20" // several entries
+	spoolDir := f.Env["READSYNC_SPOOL_DIR"]
 
 	proxy.Down()
 	code, _, stderr := f.run(t, "--backfill", "--snapshot-at", "2026-05-01T10:00:00Z")
-	if code != exitSpooled {
+	if code != ExitSpooled {
 		t.Fatalf("exit %d during the outage, want 3; log:\n%s", code, stderr)
 	}
 	if !strings.Contains(stderr, "rows spooled") {
@@ -263,7 +215,7 @@ func TestBackfillSpoolsThroughAnOutage(t *testing.T) {
 	proxy.Up()
 	// Only one name this time: the other names' rows come from the spool.
 	code, _, stderr = f.run(t, "--backfill", "--snapshot-at", "2026-05-01T11:00:00Z", "--nft", projects[0].NFT)
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("exit %d after the outage, want 0; log:\n%s", code, stderr)
 	}
 	if left := spoolEntries(t, spoolDir); len(left) != 0 {
@@ -271,7 +223,7 @@ func TestBackfillSpoolsThroughAnOutage(t *testing.T) {
 	}
 	f.exactlyOnce(t, snapshotsOf(projects)+uint64(len(projects[0].Messages)))
 	var runs uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs", &runs)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs", &runs)
 	if runs != 2 {
 		t.Errorf("%d run records, want the spooled one and the new one", runs)
 	}
@@ -282,38 +234,38 @@ func TestBackfillSpoolsThroughAnOutage(t *testing.T) {
 // exits 0.
 func TestDaemonSpoolsAndFlushesAcrossAnOutage(t *testing.T) {
 	projects := apitest.Generate(5, 4, 9)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	proxy := f.db.NewProxy(t)
-	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
-	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "200ms"
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
-	spoolDir := f.env["READSYNC_SPOOL_DIR"]
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	proxy := f.DB.NewProxy(t)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	f.Env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "200ms"
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
+	spoolDir := f.Env["READSYNC_SPOOL_DIR"]
 
 	log, stop := f.startDaemon(t)
 	okRuns := func() uint64 {
 		var n uint64
-		_ = f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.db.Table("sync_runs")).Scan(&n)
+		_ = f.DB.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.DB.Table("sync_runs")).Scan(&n)
 		return n
 	}
-	eventually(t, "a first pass written", func() bool { return okRuns() >= 1 }, log.String)
+	apptest.Eventually(t, "a first pass written", func() bool { return okRuns() >= 1 }, log.String)
 
 	proxy.Down()
-	eventually(t, "a pass spooled", func() bool { return len(spoolEntries(t, spoolDir)) >= 2 }, log.String)
+	apptest.Eventually(t, "a pass spooled", func() bool { return len(spoolEntries(t, spoolDir)) >= 2 }, log.String)
 	proxy.Up()
-	eventually(t, "the spool flushed", func() bool { return len(spoolEntries(t, spoolDir)) == 0 }, log.String)
-	if code := stop(); code != exitOK {
+	apptest.Eventually(t, "the spool flushed", func() bool { return len(spoolEntries(t, spoolDir)) == 0 }, log.String)
+	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d; log:\n%s", code, log.String())
 	}
 	// Whatever the last pass left in the spool is delivered by the next
 	// process; here, by a backfill that only flushes.
-	if code, _, stderr := f.run(t, "--backfill", "--nft", projects[0].NFT); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill", "--nft", projects[0].NFT); code != ExitOK {
 		t.Fatalf("backfill after the daemon: exit %d; log:\n%s", code, stderr)
 	}
 
 	// Every pass recorded a run; each run's snapshots are all there.
 	var runs, missing uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs", &runs)
-	f.query(t, `SELECT count() FROM (
+	f.Query(t, "SELECT count() FROM {db}.sync_runs", &runs)
+	f.Query(t, `SELECT count() FROM (
 		SELECT snapshot_at, count() AS n FROM {db}.message_read_snapshots FINAL GROUP BY snapshot_at
 	) WHERE n != `+itoa(snapshotsOf(projects)), &missing)
 	if runs < 3 || missing > 1 { // the final backfill covers one name only
@@ -329,33 +281,33 @@ func TestDaemonSpoolsAndFlushesAcrossAnOutage(t *testing.T) {
 func TestShutdownSpoolsWhatWasFetched(t *testing.T) {
 	projects := apitest.Generate(3, 2, 4)
 	stuck := projects[2].NFT
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithFault(stuck, apitest.Slow(10*time.Minute)))
-	f.env["READSYNC_SHUTDOWN_GRACE"] = "300ms"
-	f.env["READSYNC_REQUEST_TIMEOUT"] = "10m"
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
-	spoolDir := f.env["READSYNC_SPOOL_DIR"]
+	f.Env["READSYNC_SHUTDOWN_GRACE"] = "300ms"
+	f.Env["READSYNC_REQUEST_TIMEOUT"] = "10m"
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
+	spoolDir := f.Env["READSYNC_SPOOL_DIR"]
 
 	log, stop := f.startDaemon(t)
-	eventually(t, "the stuck name requested", func() bool { return f.srv.RequestCount(apitest.ListPath) >= 2 }, log.String)
-	if code := stop(); code != exitOK {
+	apptest.Eventually(t, "the stuck name requested", func() bool { return f.Srv.RequestCount(apitest.ListPath) >= 2 }, log.String)
+	if code := stop(); code != ExitOK {
 		t.Fatalf("exit %d; log:\n%s", code, log.String())
 	}
 	if len(spoolEntries(t, spoolDir)) < 2 {
 		t.Fatalf("spool holds %v, want the fetched rows and the run record; log:\n%s", spoolEntries(t, spoolDir), log.String())
 	}
-	delete(f.env, "READSYNC_SHUTDOWN_GRACE")
-	f.srv.SetFault(stuck, apitest.Fault{})
-	if code, _, stderr := f.run(t, "--backfill", "--nft", stuck); code != exitOK {
+	delete(f.Env, "READSYNC_SHUTDOWN_GRACE")
+	f.Srv.SetFault(stuck, apitest.Fault{})
+	if code, _, stderr := f.run(t, "--backfill", "--nft", stuck); code != ExitOK {
 		t.Fatalf("backfill: exit %d; log:\n%s", code, stderr)
 	}
 	var fetched, status string
-	f.query(t, "SELECT toString(count()) FROM {db}.message_read_snapshots FINAL WHERE project_id IN ("+
+	f.Query(t, "SELECT toString(count()) FROM {db}.message_read_snapshots FINAL WHERE project_id IN ("+
 		itoa(uint64(projects[0].ID))+", "+itoa(uint64(projects[1].ID))+")", &fetched)
 	if fetched != "4" {
 		t.Errorf("%s snapshots of the fetched names arrived, want 4", fetched)
 	}
-	f.query(t, "SELECT status FROM {db}.sync_runs WHERE trigger = 'cron'", &status)
+	f.Query(t, "SELECT status FROM {db}.sync_runs WHERE trigger = 'cron'", &status)
 	if status != "partial" {
 		t.Errorf("the interrupted pass was recorded as %q, want partial", status)
 	}
@@ -367,32 +319,32 @@ func TestSecretsNeverLeak(t *testing.T) {
 	sinktest.Require(t, sinktest.SurvivesFailedLogin)
 	const dbPassword = "db-pa55-0f-the-test"
 	projects := apitest.Generate(3, 2, 8)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithFault(projects[0].NFT, apitest.FailFirst(1, apitest.StatusFault(500, "<html>oops</html>"))),
 		apitest.WithListFault(projects[1].ID, apitest.FailFirst(1, apitest.Truncated(10))))
-	f.secrets = append(f.secrets, dbPassword)
+	f.Secrets = append(f.Secrets, dbPassword)
 	// The server's default user has no password, so it refuses this one:
 	// every write fails and the error paths run.
-	f.env["READSYNC_CLICKHOUSE_DSN"] = strings.Replace(f.db.DSN, "default:@", "default:"+dbPassword+"@", 1)
-	if !strings.Contains(f.env["READSYNC_CLICKHOUSE_DSN"], dbPassword) {
-		f.env["READSYNC_CLICKHOUSE_DSN"] = strings.Replace(f.db.DSN, "://", "://default:"+dbPassword+"@", 1)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = strings.Replace(f.DB.DSN, "default:@", "default:"+dbPassword+"@", 1)
+	if !strings.Contains(f.Env["READSYNC_CLICKHOUSE_DSN"], dbPassword) {
+		f.Env["READSYNC_CLICKHOUSE_DSN"] = strings.Replace(f.DB.DSN, "://", "://default:"+dbPassword+"@", 1)
 	}
 
-	if code, _, stderr := f.run(t, "--backfill"); code != exitSpooled {
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitSpooled {
 		t.Errorf("backfill exit %d, want 3; log:\n%s", code, stderr)
 	}
 	f.run(t, "--check")
-	f.env["READSYNC_CLICKHOUSE_DSN"] = "clickhouse://default:" + dbPassword + "@127.0.0.1:1/x?dial_timeout=bogus"
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = "clickhouse://default:" + dbPassword + "@127.0.0.1:1/x?dial_timeout=bogus"
 	f.run(t, "--check")
-	f.env["READSYNC_CLICKHOUSE_DSN"] = "http://default:" + dbPassword + "@127.0.0.1:1/x"
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = "http://default:" + dbPassword + "@127.0.0.1:1/x"
 	f.run(t, "--backfill")
 
-	dir := f.env["READSYNC_SPOOL_DIR"]
+	dir := f.Env["READSYNC_SPOOL_DIR"]
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		f.noSecrets(t, path)
+		f.NoSecrets(t, path)
 		if !d.IsDir() {
 			b, err := os.ReadFile(path)
 			if err != nil {
@@ -403,7 +355,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 					return err
 				}
 			}
-			f.noSecrets(t, string(b))
+			f.NoSecrets(t, string(b))
 		}
 		return nil
 	})
@@ -421,7 +373,7 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
 	const names = 5000
 	projects := apitest.Generate(names, 1, 41)
-	f := newFixture(t, namesOf(projects))
+	f := newFixture(t, apptest.NamesOf(projects))
 	// The upstream is down on a port nothing listens on, and comes back there.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -429,10 +381,10 @@ func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	f.env["READSYNC_API_BASE_URL"] = "http://" + addr
+	f.Env["READSYNC_API_BASE_URL"] = "http://" + addr
 
 	code, _, stderr := f.run(t, "--backfill")
-	if code != exitFailed {
+	if code != ExitFailed {
 		t.Fatalf("exit %d during the outage, want 1; log:\n%s", code, stderr)
 	}
 	// The first wave: the names in flight and those that tripped the
@@ -454,7 +406,7 @@ func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
 	}
 	var status, errText string
 	var failed uint64
-	f.query(t, "SELECT status, nft_failed, error FROM {db}.sync_runs", &status, &failed, &errText)
+	f.Query(t, "SELECT status, nft_failed, error FROM {db}.sync_runs", &status, &failed, &errText)
 	if status != "failed" || failed != names || !strings.Contains(errText, " more: upstream unavailable: 5 names in a row failed with no answer from it") ||
 		!strings.Contains(errText, "connection refused") {
 		t.Errorf("sync_runs: status %s, %d failed, error %q", status, failed, errText)
@@ -464,9 +416,9 @@ func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
 	if err != nil {
 		t.Skipf("the port was taken meanwhile: %v", err)
 	}
-	srv := apitest.NewServer(apitest.WithListener(l), apitest.WithCredentials("1001", testSecret), apitest.WithProjects(projects...))
+	srv := apitest.NewServer(apitest.WithListener(l), apitest.WithCredentials("1001", apptest.Secret), apitest.WithProjects(projects...))
 	t.Cleanup(srv.Close)
-	if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("exit %d with the upstream back; log:\n%.4000s", code, stderr)
 	}
 	f.exactlyOnce(t, names)
@@ -476,24 +428,24 @@ func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
 // exactly once, and neither fetches them all.
 func TestShardsSplitTheNames(t *testing.T) {
 	projects := apitest.Generate(40, 2, 6)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
 	perShard := map[string]int{}
 	for _, shard := range []string{"0/2", "1/2"} {
-		f.env["READSYNC_SHARD"] = shard
-		f.srv.ResetRequests()
-		if code, _, stderr := f.run(t, "--backfill"); code != exitOK {
+		f.Env["READSYNC_SHARD"] = shard
+		f.Srv.ResetRequests()
+		if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 			t.Fatalf("shard %s: exit %d; log:\n%s", shard, code, stderr)
 		}
-		for _, r := range f.srv.Requests() {
+		for _, r := range f.Srv.Requests() {
 			if n := r.Query.Get("nft_name"); n != "" {
 				perShard[n]++
 			}
 		}
-		if n := f.srv.RequestCount(apitest.DetailPath); n == 0 || n == len(projects) {
+		if n := f.Srv.RequestCount(apitest.DetailPath); n == 0 || n == len(projects) {
 			t.Errorf("shard %s fetched %d of %d names", shard, n, len(projects))
 		}
 	}
-	for _, name := range namesOf(projects) {
+	for _, name := range apptest.NamesOf(projects) {
 		if perShard[name] != 1 {
 			t.Errorf("%q fetched %d times across the shards", name, perShard[name])
 		}

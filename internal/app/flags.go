@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/readsync/readsync/internal/config"
+
 	"github.com/readsync/readsync/sink"
 )
 
@@ -165,6 +167,14 @@ func FlagNames() []string {
 	return names
 }
 
+// IsBackfill parses args as readsync does and reports whether they ask
+// for a backfill; the error is the usage error readsync would exit 2 with.
+// It is for the tests that hold the deployments' arguments to the binary.
+func IsBackfill(args []string) (bool, error) {
+	f, err := parseFlags(args, io.Discard)
+	return f.backfill, err
+}
+
 func (f flags) validate() error {
 	if !f.backfill {
 		switch {
@@ -212,7 +222,7 @@ func (f flags) validate() error {
 // flags: name and default, then the description.
 func printEnvironment(w io.Writer) {
 	fmt.Fprint(w, "\nEnvironment:\n")
-	for _, v := range variables() {
+	for _, v := range config.Variables() {
 		switch {
 		case v.Required:
 			fmt.Fprintf(w, "  %s (required)\n", v.Name)

@@ -1,85 +1,51 @@
 package app
 
 import (
-	"io"
 	"net"
 	"net/http"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 )
-
-var (
-	listenLine = regexp.MustCompile(`"msg":"serving health and metrics","addr":"([^"]+)"`)
-	okPasses   = regexp.MustCompile(`(?m)^readsync_passes_total\{schedule="fast",status="ok",trigger="cron"\} [1-9]`)
-)
-
-// listenerURL waits for the daemon's log to announce its listener and
-// returns the listener's base URL.
-func listenerURL(t *testing.T, log func() string) string {
-	t.Helper()
-	var base string
-	eventually(t, "the listener", func() bool {
-		m := listenLine.FindStringSubmatch(log())
-		if m != nil {
-			base = "http://" + m[1]
-		}
-		return m != nil
-	}, log)
-	return base
-}
-
-// get fetches a path from the daemon's listener.
-func get(t *testing.T, base, path string) (int, string) {
-	t.Helper()
-	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(base + path)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
 
 // The daemon serves liveness at once, readiness only while ClickHouse is
 // migrated and answering, and Prometheus metrics of its passes, requests
 // and writes, with no nft name or secret in them.
 func TestDaemonServesHealthAndMetrics(t *testing.T) {
 	projects := apitest.Generate(3, 2, 12)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithFault(projects[0].NFT, apitest.FailFirst(1, apitest.StatusFault(503, "busy"))))
-	proxy := f.db.NewProxy(t)
-	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
-	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "100ms"
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	proxy := f.DB.NewProxy(t)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	f.Env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "100ms"
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
 	proxy.Down()
 
 	log, stop := f.startDaemon(t)
-	base := listenerURL(t, log.String)
+	base := apptest.ListenerURL(t, log.String)
 
-	if code, body := get(t, base, "/healthz"); code != http.StatusOK {
+	if code, body := apptest.Get(t, base, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz during an outage: %d %s", code, body)
 	}
-	code, body := get(t, base, "/readyz")
+	code, body := apptest.Get(t, base, "/readyz")
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "ClickHouse") {
 		t.Errorf("/readyz with ClickHouse down from the start: %d %q, want 503 naming ClickHouse", code, body)
 	}
 
 	proxy.Up()
-	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	apptest.Eventually(t, "readiness", func() bool { c, _ := apptest.Get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
 	// A pass that began while ClickHouse was still down may have spooled
 	// its run record: the record's INSERT then comes from the flusher.
-	eventually(t, "a successful pass and its run record in the metrics", func() bool {
-		_, m := get(t, base, "/metrics")
+	apptest.Eventually(t, "a successful pass and its run record in the metrics", func() bool {
+		_, m := apptest.Get(t, base, "/metrics")
 		// The series is there from the start, at 0.
-		return okPasses.MatchString(m) && strings.Contains(m, `readsync_inserts_total{outcome="ok",table="sync_runs"}`)
+		return apptest.PassedOK(m, "fast") && strings.Contains(m, `readsync_inserts_total{outcome="ok",table="sync_runs"}`)
 	}, log.String)
 
-	_, m := get(t, base, "/metrics")
+	_, m := apptest.Get(t, base, "/metrics")
 	for _, want := range []string{
 		`readsync_api_requests_total{operation="project_details",outcome="http_5xx"} 1`,
 		`readsync_api_requests_total{operation="list_messages",outcome="ok"}`,
@@ -105,16 +71,16 @@ func TestDaemonServesHealthAndMetrics(t *testing.T) {
 			t.Errorf("series without the readsync_ prefix: %s", line)
 		}
 	}
-	for _, n := range namesOf(projects) {
+	for _, n := range apptest.NamesOf(projects) {
 		if strings.Contains(m, n) {
 			t.Errorf("metrics carry the nft name %q", n)
 		}
 	}
-	f.noSecrets(t, m)
+	f.NoSecrets(t, m)
 
 	proxy.Down()
-	eventually(t, "unreadiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusServiceUnavailable }, log.String)
-	if code := stop(); code != exitOK {
+	apptest.Eventually(t, "unreadiness", func() bool { c, _ := apptest.Get(t, base, "/readyz"); return c == http.StatusServiceUnavailable }, log.String)
+	if code := stop(); code != ExitOK {
 		t.Errorf("daemon exit %d", code)
 	}
 }
@@ -126,9 +92,9 @@ func TestDaemonRefusesABusyPort(t *testing.T) {
 	}
 	defer busy.Close()
 	f := newFixture(t, []string{"p.eth"})
-	f.env["READSYNC_HTTP_ADDR"] = busy.Addr().String()
+	f.Env["READSYNC_HTTP_ADDR"] = busy.Addr().String()
 	code, _, stderr := f.run(t)
-	if code != exitConfig || !strings.Contains(stderr, "READSYNC_HTTP_ADDR") || !strings.Contains(stderr, "address already in use") {
+	if code != ExitConfig || !strings.Contains(stderr, "READSYNC_HTTP_ADDR") || !strings.Contains(stderr, "address already in use") {
 		t.Errorf("exit %d, want 2 naming READSYNC_HTTP_ADDR:\n%s", code, stderr)
 	}
 }
@@ -138,10 +104,10 @@ func TestDaemonRefusesABusyPort(t *testing.T) {
 // never succeeds, and partial passes can be compared with good ones.
 func TestScheduleSeriesExistFromStart(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"})
-	f.writeSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
+	f.WriteSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
 	log, stop := f.startDaemon(t)
-	base := listenerURL(t, log.String)
-	_, m := get(t, base, "/metrics")
+	base := apptest.ListenerURL(t, log.String)
+	_, m := apptest.Get(t, base, "/metrics")
 	for _, want := range []string{
 		`readsync_last_success_timestamp_seconds{schedule="yearly"} 0`,
 		`readsync_passes_total{schedule="yearly",status="ok",trigger="cron"} 0`,
@@ -153,8 +119,8 @@ func TestScheduleSeriesExistFromStart(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
-	waitStarted(t, log.String)
-	if code := stop(); code != exitOK {
+	apptest.WaitStarted(t, log.String)
+	if code := stop(); code != ExitOK {
 		t.Errorf("daemon exit %d", code)
 	}
 }
@@ -163,12 +129,12 @@ func TestScheduleSeriesExistFromStart(t *testing.T) {
 // reports on ClickHouse, has stopped before ClickHouse closes.
 func TestShutdownStopsTheListenerBeforeClickHouse(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"})
-	f.env["READSYNC_LOG_LEVEL"] = "debug"
-	f.writeSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
+	f.Env["READSYNC_LOG_LEVEL"] = "debug"
+	f.WriteSchedules(t, "yearly", "0 0 1 1 *", []string{"p.eth"})
 	log, stop := f.startDaemon(t)
-	base := listenerURL(t, log.String)
-	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
-	if code := stop(); code != exitOK {
+	base := apptest.ListenerURL(t, log.String)
+	apptest.Eventually(t, "readiness", func() bool { c, _ := apptest.Get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d", code)
 	}
 	out := log.String()
@@ -185,16 +151,16 @@ func TestShutdownStopsTheListenerBeforeClickHouse(t *testing.T) {
 func TestDrainingDaemonIsLiveButNotReady(t *testing.T) {
 	projects := apitest.Generate(2, 1, 5)
 	stuck := projects[1].NFT
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithFault(stuck, apitest.Slow(10*time.Minute)))
-	f.env["READSYNC_SHUTDOWN_GRACE"] = "10m"
-	f.env["READSYNC_REQUEST_TIMEOUT"] = "10m"
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	f.Env["READSYNC_SHUTDOWN_GRACE"] = "10m"
+	f.Env["READSYNC_REQUEST_TIMEOUT"] = "10m"
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
 	log, signal, wait := f.startDaemonSignalled(t)
-	base := listenerURL(t, log.String)
-	eventually(t, "readiness", func() bool { c, _ := get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
-	eventually(t, "the stuck name requested", func() bool {
-		for _, r := range f.srv.Requests() {
+	base := apptest.ListenerURL(t, log.String)
+	apptest.Eventually(t, "readiness", func() bool { c, _ := apptest.Get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	apptest.Eventually(t, "the stuck name requested", func() bool {
+		for _, r := range f.Srv.Requests() {
 			if r.Query.Get("nft_name") == stuck {
 				return true
 			}
@@ -203,11 +169,11 @@ func TestDrainingDaemonIsLiveButNotReady(t *testing.T) {
 	}, log.String)
 
 	signal()
-	eventually(t, "shutdown begun", func() bool { return strings.Contains(log.String(), `"msg":"shutting down: no new passes`) }, log.String)
-	if code, body := get(t, base, "/healthz"); code != http.StatusOK {
+	apptest.Eventually(t, "shutdown begun", func() bool { return strings.Contains(log.String(), `"msg":"shutting down: no new passes`) }, log.String)
+	if code, body := apptest.Get(t, base, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz while draining: %d %q, want 200", code, body)
 	}
-	if code, body := get(t, base, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
+	if code, body := apptest.Get(t, base, "/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "shutting down") {
 		t.Errorf("/readyz while draining: %d %q, want 503 saying it is shutting down", code, body)
 	}
 	if strings.Contains(log.String(), `"msg":"daemon stopped"`) {
@@ -215,8 +181,8 @@ func TestDrainingDaemonIsLiveButNotReady(t *testing.T) {
 	}
 
 	// Closing the upstream ends the stuck request, and with it the pass.
-	f.srv.Close()
-	if code := wait(); code != exitOK {
+	f.Srv.Close()
+	if code := wait(); code != ExitOK {
 		t.Errorf("daemon exit %d; log:\n%s", code, log.String())
 	}
 }

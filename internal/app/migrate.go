@@ -31,13 +31,13 @@ func (a *app) migrate(ctx context.Context) int {
 	defer ch.Close()
 	if err := ch.Migrate(ctx); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: migrate: %s\n", sink.Describe(err))
-		return exitFailed
+		return ExitFailed
 	}
 	v, err := ch.SchemaVersion(ctx)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "readsync: migrate: %v\n", err)
-		return exitFailed
+		return ExitFailed
 	}
 	fmt.Fprintf(a.stdout, "clickhouse: database %q at schema version %d, current\n", ch.Database(), v.Applied)
-	return exitOK
+	return ExitOK
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -18,7 +19,7 @@ func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	const last = `5 "schedule coverage", 6 "reads gained", 7 "derived history that repairs itself", 8 "reconcile in bounded steps"`
 	pending := `1 "create tables and views", 2 "dashboard rollups", 3 "views in the form current releases accept", `
 	var n uint64
-	f.query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
+	f.Query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
 		"(SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window')", &n)
 	if n == 0 {
 		return 8, pending + last
@@ -32,24 +33,24 @@ func TestMigrateFlag(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	latest, pending := migrationsFor(t, f)
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, `schema version 0, pending: `+pending+`; this server takes them (tried in a scratch database); readsync --migrate`) {
+	if code != ExitOK || !strings.Contains(stdout, `schema version 0, pending: `+pending+`; this server takes them (tried in a scratch database); readsync --migrate`) {
 		t.Fatalf("--check on an empty server: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	var dbs uint64
-	f.query(t, "SELECT count() FROM system.databases WHERE name = '"+f.db.Name+"'", &dbs)
+	f.Query(t, "SELECT count() FROM system.databases WHERE name = '"+f.DB.Name+"'", &dbs)
 	if dbs != 0 {
 		t.Fatal("--check created the database")
 	}
 
 	code, stdout, stderr = f.run(t, "--migrate")
-	if code != exitOK || !strings.Contains(stdout, fmt.Sprintf("at schema version %d, current", latest)) {
+	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("at schema version %d, current", latest)) {
 		t.Fatalf("--migrate: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	if !strings.Contains(stderr, `"msg":"migration applied","migration":1`) {
 		t.Errorf("--migrate did not log the migration:\n%s", stderr)
 	}
 	var tables uint64
-	f.query(t, "SELECT count() FROM system.tables WHERE database = '"+f.db.Name+"'", &tables)
+	f.Query(t, "SELECT count() FROM system.tables WHERE database = '"+f.DB.Name+"'", &tables)
 	// Four tables, six views, schema_migrations; four rollups with their
 	// materialized views, the two day rollups, the gains rollup and the
 	// record of folds; the two change logs with theirs, the legacy
@@ -58,16 +59,16 @@ func TestMigrateFlag(t *testing.T) {
 		t.Errorf("%d tables and views after --migrate, want 29", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {
+	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {
 		t.Errorf("--check after --migrate: exit %d:\n%s", code, stdout)
 	}
 	// A later release migrated the database further: said, not an error.
-	if err := f.db.Conn.Exec(context.Background(), "INSERT INTO "+f.db.Table("schema_migrations")+
+	if err := f.DB.Conn.Exec(context.Background(), "INSERT INTO "+f.DB.Table("schema_migrations")+
 		" (id, name, applied_at, duration_ms) SELECT 99, 'a later step', now(), 0"); err != nil {
 		t.Fatal(err)
 	}
 	code, stdout, _ = f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, fmt.Sprintf("schema version 99, newer than this readsync's %d", latest)) {
+	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("schema version 99, newer than this readsync's %d", latest)) {
 		t.Errorf("--check on a newer schema: exit %d:\n%s", code, stdout)
 	}
 }
@@ -75,9 +76,9 @@ func TestMigrateFlag(t *testing.T) {
 // A migration that fails makes --migrate exit 1 with the migration's name.
 func TestMigrateFlagFails(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"})
-	f.env["READSYNC_CLICKHOUSE_DSN"] = f.db.DSN + "?readonly=2" // the server refuses DDL
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = f.DB.DSN + "?readonly=2" // the server refuses DDL
 	code, _, stderr := f.run(t, "--migrate")
-	if code != exitFailed || !strings.Contains(stderr, `readsync: migrate: ClickHouse refused: migration 1 "create tables and views": `) ||
+	if code != ExitFailed || !strings.Contains(stderr, `readsync: migrate: ClickHouse refused: migration 1 "create tables and views": `) ||
 		!strings.Contains(stderr, "to fix: the ClickHouse user of READSYNC_CLICKHOUSE_DSN lacks a right") {
 		t.Errorf("--migrate without DDL rights: exit %d:\n%s", code, stderr)
 	}
@@ -87,18 +88,18 @@ func TestMigrateFlagFails(t *testing.T) {
 // --migrate, naming the clusters it does know.
 func TestUnknownCluster(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
-	f.env["READSYNC_CLICKHOUSE_CLUSTER"] = "no_such_cluster"
+	f.Env["READSYNC_CLICKHOUSE_CLUSTER"] = "no_such_cluster"
 	want := `cluster "no_such_cluster" is not in the server's remote_servers (it has: `
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitFailed || !strings.Contains(stdout, "clickhouse: FAILED: READSYNC_CLICKHOUSE_CLUSTER: "+want) {
+	if code != ExitFailed || !strings.Contains(stdout, "clickhouse: FAILED: READSYNC_CLICKHOUSE_CLUSTER: "+want) {
 		t.Errorf("--check: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	code, _, stderr = f.run(t, "--migrate")
-	if code != exitFailed || !strings.Contains(stderr, want) {
+	if code != ExitFailed || !strings.Contains(stderr, want) {
 		t.Errorf("--migrate: exit %d:\n%s", code, stderr)
 	}
 	var dbs uint64
-	if err := f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", f.db.Name).Scan(&dbs); err != nil || dbs != 0 {
+	if err := f.DB.Conn.QueryRow(context.Background(), "SELECT count() FROM system.databases WHERE name = ?", f.DB.Name).Scan(&dbs); err != nil || dbs != 0 {
 		t.Errorf("the database was created for an unknown cluster (%v)", err)
 	}
 }
@@ -109,7 +110,7 @@ func TestUnknownCluster(t *testing.T) {
 // current; every view then equals its brute force.
 func TestProcessesStartingTogetherMigrateOnce(t *testing.T) {
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
-	ctx := sinktest.PreviousRelease(context.Background(), t, f.db.Conn)
+	ctx := sinktest.PreviousRelease(context.Background(), t, f.DB.Conn)
 	// 0.1.0's schema, from its statements, and three months of
 	// its history: three partitions to fold.
 	stmts := sinktest.FirstReleaseSchema(t, "{db}")
@@ -123,24 +124,23 @@ SELECT intDiv(number % 100, 20) + 1, number % 20 + 1, toDateTime('2026-01-02 00:
     intDiv(number, 100) + number % 7, 50, 0, intDiv(number, 100) + 1
 FROM numbers(3600)`)
 	for _, stmt := range stmts {
-		if stmt = strings.TrimSpace(strings.ReplaceAll(stmt, "{db}", f.db.Name)); stmt != "" {
-			if err := f.db.Conn.Exec(ctx, stmt); err != nil {
+		if stmt = strings.TrimSpace(strings.ReplaceAll(stmt, "{db}", f.DB.Name)); stmt != "" {
+			if err := f.DB.Conn.Exec(ctx, stmt); err != nil {
 				t.Fatalf("%v\n%s", err, stmt)
 			}
 		}
 	}
 
-	var procs []*process
+	var procs []*apptest.Process
 	for range 3 {
-		procs = append(procs, f.startReadsync(t, "--migrate"))
+		procs = append(procs, f.StartReadsync(t, "--migrate"))
 	}
 	var logs strings.Builder
 	for i, p := range procs {
-		<-p.done
-		if p.code != exitOK {
-			t.Errorf("process %d: exit %d\n%s", i, p.code, p.log.String())
+		if code := p.Wait(); code != ExitOK {
+			t.Errorf("process %d: exit %d\n%s", i, code, p.Log.String())
 		}
-		logs.WriteString(p.log.String())
+		logs.WriteString(p.Log.String())
 	}
 	for what, want := range map[string]int{
 		`"msg":"folded snapshot partition"`:               3,
@@ -153,11 +153,11 @@ FROM numbers(3600)`)
 		}
 	}
 	var folds uint64
-	f.query(t, "SELECT count() FROM {db}.project_read_snapshot_rollup_folds WHERE partition != ''", &folds)
+	f.Query(t, "SELECT count() FROM {db}.project_read_snapshot_rollup_folds WHERE partition != ''", &folds)
 	if folds != 3 {
 		t.Errorf("%d partitions recorded folded into the summing rollup, want each of the 3 once", folds)
 	}
-	if code, stdout, stderr := f.run(t, "--verify"); code != exitOK {
+	if code, stdout, stderr := f.run(t, "--verify"); code != ExitOK {
 		t.Errorf("--verify after the migration: exit %d\n%s%s", code, stdout, stderr)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
 )
@@ -27,8 +28,8 @@ func namesFixture(t *testing.T) (*fixture, string) {
 		projects = append(projects, apitest.Project{ID: int64(i + 1), NFT: n + ".dmail",
 			Messages: []apitest.Message{{ID: int64(10 * (i + 1)), ReadCount: 1, Total: 2, Percent: "50.00%"}}})
 	}
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	table := f.db.Table("tracked")
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	table := f.DB.Table("tracked")
 	f.exec(t, "CREATE DATABASE IF NOT EXISTS {db}")
 	f.exec(t, "CREATE TABLE "+table+" (nft String, active UInt8) ENGINE = MergeTree ORDER BY nft")
 	return f, table
@@ -38,20 +39,20 @@ func namesFixture(t *testing.T) (*fixture, string) {
 // as YAML, beside which names files live.
 func (f *fixture) writeNamesSchedules(t *testing.T, doc string) string {
 	t.Helper()
-	writeFile(t, f.env["READSYNC_SCHEDULES_FILE"], doc)
-	return filepath.Dir(f.env["READSYNC_SCHEDULES_FILE"])
+	apptest.WriteFile(t, f.Env["READSYNC_SCHEDULES_FILE"], doc)
+	return filepath.Dir(f.Env["READSYNC_SCHEDULES_FILE"])
 }
 
 // namesAt returns the names of the projects written at the schedule's
 // latest tick, none before the first.
 func (f *fixture) namesAt(schedule string) (tick uint32, names []string) {
 	ctx := context.Background()
-	q := fmt.Sprintf("SELECT toUInt32(max(snapshot_at)) FROM %s WHERE schedule = '%s' AND trigger = 'cron'", f.db.Table("sync_runs"), schedule)
-	if err := f.db.Conn.QueryRow(ctx, q).Scan(&tick); err != nil {
+	q := fmt.Sprintf("SELECT toUInt32(max(snapshot_at)) FROM %s WHERE schedule = '%s' AND trigger = 'cron'", f.DB.Table("sync_runs"), schedule)
+	if err := f.DB.Conn.QueryRow(ctx, q).Scan(&tick); err != nil {
 		return 0, nil // no pass yet
 	}
-	rows, err := f.db.Conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT nft FROM %s WHERE id IN "+
-		"(SELECT project_id FROM %s WHERE toUInt32(snapshot_at) = %d) ORDER BY nft", f.db.Table("projects"), f.db.Table("message_read_snapshots"), tick))
+	rows, err := f.DB.Conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT nft FROM %s WHERE id IN "+
+		"(SELECT project_id FROM %s WHERE toUInt32(snapshot_at) = %d) ORDER BY nft", f.DB.Table("projects"), f.DB.Table("message_read_snapshots"), tick))
 	if err != nil {
 		return 0, nil
 	}
@@ -80,15 +81,15 @@ func TestDaemonResolvesNamesAtEveryPass(t *testing.T) {
     nft_names_query: SELECT nft FROM %s WHERE active = 1
 `, table))
 	file := filepath.Join(dir, "names.txt")
-	writeFile(t, file, "# the growth team's\nb.dmail\n")
+	apptest.WriteFile(t, file, "# the growth team's\nb.dmail\n")
 	f.exec(t, "INSERT INTO "+table+" (nft, active) SELECT 'c.dmail', 1")
-	f.env["READSYNC_LOG_LEVEL"] = "info"
+	f.Env["READSYNC_LOG_LEVEL"] = "info"
 	log, stop := f.startDaemon(t)
 
 	waitFor := func(what string, want []string) uint32 {
 		t.Helper()
 		var tick uint32
-		eventually(t, what, func() bool {
+		apptest.Eventually(t, what, func() bool {
 			var got []string
 			tick, got = f.namesAt("fast")
 			return slices.Equal(got, want)
@@ -97,7 +98,7 @@ func TestDaemonResolvesNamesAtEveryPass(t *testing.T) {
 	}
 	first := waitFor("a pass of the three sources' names", []string{"a.dmail", "b.dmail", "c.dmail"})
 
-	writeFile(t, file, "d.dmail\n")
+	apptest.WriteFile(t, file, "d.dmail\n")
 	f.exec(t, "INSERT INTO "+table+" (nft, active) SELECT 'e.dmail', 1")
 	second := waitFor("a pass with the names added and without the one removed", []string{"a.dmail", "c.dmail", "d.dmail", "e.dmail"})
 
@@ -105,11 +106,11 @@ func TestDaemonResolvesNamesAtEveryPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.exec(t, "DROP TABLE "+table)
-	eventually(t, "a warning that the pass runs on the last list", func() bool {
+	apptest.Eventually(t, "a warning that the pass runs on the last list", func() bool {
 		return strings.Count(log.String(), "names of a schedule not resolved; the pass runs on its last list") >= 2
 	}, log.String)
 	third := waitFor("a pass on the last list", []string{"a.dmail", "c.dmail", "d.dmail", "e.dmail"})
-	if code := stop(); code != exitOK {
+	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d; log:\n%s", code, log.String())
 	}
 	if first >= second || second >= third {
@@ -121,7 +122,7 @@ func TestDaemonResolvesNamesAtEveryPass(t *testing.T) {
 		}
 	}
 	var notOK uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs WHERE schedule = 'fast' AND status != 'ok'", &notOK)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE schedule = 'fast' AND status != 'ok'", &notOK)
 	if notOK != 0 {
 		t.Errorf("%d ticks recorded other than ok", notOK)
 	}
@@ -144,29 +145,29 @@ func TestTicksWithoutNames(t *testing.T) {
     cron: "@every 2s"
     nft_names: [a.dmail]
 `)
-	writeFile(t, filepath.Join(dir, "empty.txt"), "# nobody yet\n")
-	f.env["READSYNC_LOG_LEVEL"] = "info"
+	apptest.WriteFile(t, filepath.Join(dir, "empty.txt"), "# nobody yet\n")
+	f.Env["READSYNC_LOG_LEVEL"] = "info"
 	log, stop := f.startDaemon(t)
 	count := func(q string) uint64 {
 		var n uint64
-		_ = f.db.Conn.QueryRow(context.Background(), strings.ReplaceAll(q, "{db}", "`"+f.db.Name+"`")).Scan(&n)
+		_ = f.DB.Conn.QueryRow(context.Background(), strings.ReplaceAll(q, "{db}", "`"+f.DB.Name+"`")).Scan(&n)
 		return n
 	}
-	eventually(t, "two ticks of each schedule", func() bool {
+	apptest.Eventually(t, "two ticks of each schedule", func() bool {
 		return count("SELECT min(c) FROM (SELECT count() AS c FROM {db}.sync_runs GROUP BY schedule HAVING schedule IN ('missing', 'empty', 'inline'))") >= 2 &&
 			count("SELECT uniqExact(schedule) FROM {db}.sync_runs") == 3
 	}, log.String)
-	if code := stop(); code != exitOK {
+	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d; log:\n%s", code, log.String())
 	}
 	var failed, otherwise uint64
-	f.query(t, "SELECT countIf(status = 'failed' AND nft_total = 0 AND position(error, 'names not resolved') > 0 AND position(error, 'missing.txt') > 0), "+
+	f.Query(t, "SELECT countIf(status = 'failed' AND nft_total = 0 AND position(error, 'names not resolved') > 0 AND position(error, 'missing.txt') > 0), "+
 		"countIf(status != 'failed') FROM {db}.sync_runs WHERE schedule = 'missing'", &failed, &otherwise)
 	if failed < 2 || otherwise != 0 {
 		t.Errorf("schedule missing: %d ticks recorded failed with the reason, %d otherwise; want every tick failed, naming the file", failed, otherwise)
 	}
 	var zero, nonZero uint64
-	f.query(t, "SELECT countIf(status = 'ok' AND nft_total = 0), countIf(NOT (status = 'ok' AND nft_total = 0)) FROM {db}.sync_runs WHERE schedule = 'empty'", &zero, &nonZero)
+	f.Query(t, "SELECT countIf(status = 'ok' AND nft_total = 0), countIf(NOT (status = 'ok' AND nft_total = 0)) FROM {db}.sync_runs WHERE schedule = 'empty'", &zero, &nonZero)
 	if zero < 2 || nonZero != 0 {
 		t.Errorf("schedule empty: %d passes of 0 names, %d other records", zero, nonZero)
 	}
@@ -174,7 +175,7 @@ func TestTicksWithoutNames(t *testing.T) {
 		t.Errorf("no warning of a source that resolved to no names; log:\n%s", log.String())
 	}
 	var ok uint64
-	f.query(t, "SELECT countIf(status = 'ok' AND nft_ok = 1) FROM {db}.sync_runs WHERE schedule = 'inline'", &ok)
+	f.Query(t, "SELECT countIf(status = 'ok' AND nft_ok = 1) FROM {db}.sync_runs WHERE schedule = 'inline'", &ok)
 	if ok < 2 {
 		t.Errorf("the inline schedule passed %d times beside the others, want every tick", ok)
 	}
@@ -184,15 +185,15 @@ func TestTicksWithoutNames(t *testing.T) {
 // tick, each name is fetched exactly once among them.
 func TestPodsShareAQuerysNames(t *testing.T) {
 	projects := apitest.Generate(10_000, 1, 30)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	table := f.db.Table("tracked")
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	table := f.DB.Table("tracked")
 	f.exec(t, "CREATE DATABASE IF NOT EXISTS {db}")
 	f.exec(t, "CREATE TABLE "+table+" (nft String) ENGINE = MergeTree ORDER BY nft")
-	batch, err := f.db.Conn.PrepareBatch(context.Background(), "INSERT INTO "+table+" (nft)")
+	batch, err := f.DB.Conn.PrepareBatch(context.Background(), "INSERT INTO "+table+" (nft)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range namesOf(projects) {
+	for _, n := range apptest.NamesOf(projects) {
 		if err := batch.Append(n); err != nil {
 			t.Fatal(err)
 		}
@@ -201,25 +202,25 @@ func TestPodsShareAQuerysNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.writeNamesSchedules(t, fmt.Sprintf("schedules:\n  - name: hourly\n    cron: \"0 * * * *\"\n    nft_names_query: SELECT nft FROM %s\n", table))
-	f.env["READSYNC_CONCURRENCY"] = "32"
+	f.Env["READSYNC_CONCURRENCY"] = "32"
 
 	fetched := map[string]int{}
 	// A tick whose next is ahead: the pass's deadline.
 	tick := time.Now().UTC().Truncate(time.Hour)
 	for i := range 3 {
-		f.env["READSYNC_SHARD"] = fmt.Sprintf("%d/3", i)
-		f.env["READSYNC_SPOOL_DIR"] = filepath.Join(t.TempDir(), "spool")
+		f.Env["READSYNC_SHARD"] = fmt.Sprintf("%d/3", i)
+		f.Env["READSYNC_SPOOL_DIR"] = filepath.Join(t.TempDir(), "spool")
 		a := f.newTestApp(t, io.Discard)
 		st := openTestStores(t, a)
-		f.srv.ResetRequests()
+		f.Srv.ResetRequests()
 		a.cronPass(context.Background(), a.syncer(sink.NewJSONLines(io.Discard), nil), sync.NewResolver(st.ch), a.cfg.Schedules[0], tick)
-		for _, r := range f.srv.Requests() {
+		for _, r := range f.Srv.Requests() {
 			if r.Path == apitest.DetailPath {
 				fetched[r.Query.Get("nft_name")]++
 			}
 		}
 	}
-	for _, n := range namesOf(projects) {
+	for _, n := range apptest.NamesOf(projects) {
 		if fetched[n] != 1 {
 			t.Errorf("%s fetched %d times at the tick, want once", n, fetched[n])
 		}
@@ -242,15 +243,15 @@ func TestCheckNamesSources(t *testing.T) {
     nft_names_file: names.txt
     nft_names_query: SELECT nft FROM %s WHERE active = 1
 `, table))
-	writeFile(t, filepath.Join(dir, "names.txt"), "a.dmail\nb.dmail\n")
+	apptest.WriteFile(t, filepath.Join(dir, "names.txt"), "a.dmail\nb.dmail\n")
 	code, stdout, stderr := f.run(t, "--check")
 	want := `names: ok (schedule "hourly": nft_names 1, nft_names_file 2, nft_names_query 1; 3 names)`
-	if code != exitOK || !strings.Contains(stdout, want) || !strings.Contains(stdout, "3 nft names") {
+	if code != ExitOK || !strings.Contains(stdout, want) || !strings.Contains(stdout, "3 nft names") {
 		t.Errorf("--check: exit %d, stdout\n%s\nwant a line %s\n%s", code, stdout, want, stderr)
 	}
 	f.exec(t, "DROP TABLE "+table)
 	code, stdout, _ = f.run(t, "--check")
-	if want := `config: FAILED: schedule "hourly": nft_names_query "SELECT nft FROM ` + table; code != exitConfig || !strings.Contains(stdout, want) {
+	if want := `config: FAILED: schedule "hourly": nft_names_query "SELECT nft FROM ` + table; code != ExitConfig || !strings.Contains(stdout, want) {
 		t.Errorf("--check with the table gone: exit %d, stdout\n%s\nwant exit 2 and %s", code, stdout, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 )
 
 // A DSN on ClickHouse's HTTP port stops every mode that writes at start
@@ -28,14 +29,14 @@ func TestDSNOnTheHTTPPortExits2(t *testing.T) {
 	for _, args := range [][]string{{"--backfill"}, {"--migrate"}, {"--flush-spool"}, nil} {
 		t.Run(fmt.Sprint(args), func(t *testing.T) {
 			code, stdout, stderr := runWith(t, env, args...)
-			if code != exitConfig || !strings.HasSuffix(stderr, "readsync: configuration: "+problem) {
+			if code != ExitConfig || !strings.HasSuffix(stderr, "readsync: configuration: "+problem) {
 				t.Errorf("exit %d, stderr\n%s\nwant exit 2 ending\nreadsync: configuration: %s", code, stdout+stderr, problem)
 			}
 		})
 	}
 	t.Run("--check", func(t *testing.T) {
 		code, stdout, stderr := runWith(t, env, "--check")
-		if code != exitConfig || !strings.HasSuffix(stdout, "clickhouse: FAILED: "+problem) {
+		if code != ExitConfig || !strings.HasSuffix(stdout, "clickhouse: FAILED: "+problem) {
 			t.Errorf("exit %d, output\n%s%s\nwant exit 2 and a last line\nclickhouse: FAILED: %s", code, stdout, stderr, problem)
 		}
 	})
@@ -49,8 +50,8 @@ func TestCheckAllNamesListsTheFailingOnes(t *testing.T) {
 	srv := apitest.NewServer(apitest.WithProjects(projects...))
 	t.Cleanup(srv.Close)
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
-	names := append(namesOf(projects[:3]), "typo.eth", projects[3].NFT, "nobody.eth", projects[4].NFT)
-	writeSchedules(t, schedules, "hourly", "0 * * * *", names)
+	names := append(apptest.NamesOf(projects[:3]), "typo.eth", projects[3].NFT, "nobody.eth", projects[4].NFT)
+	apptest.WriteSchedules(t, schedules, "hourly", "0 * * * *", names)
 	env := map[string]string{
 		"READSYNC_API_BASE_URL":   srv.URL,
 		"READSYNC_CLIENT_ID":      apitest.DefaultClientID,
@@ -69,16 +70,16 @@ api: nft "nobody.eth": FAILED: project details of nft "nobody.eth": after 2 atte
 api: FAILED: 2 of 7 nft names of %[1]s failed
 clickhouse: skipped (--dry-run)
 `, schedules, hint)
-	if code != exitFailed || stdout != want {
+	if code != ExitFailed || stdout != want {
 		t.Errorf("exit %d, stdout\n%s\nwant exit 1 and\n%s\nstderr:\n%s", code, stdout, want, stderr)
 	}
 	if n := srv.RequestCount(apitest.DetailPath); n != 5+2*2 {
 		t.Errorf("%d detail requests, want one per registered name and two per unknown one", n)
 	}
 
-	writeSchedules(t, schedules, "hourly", "0 * * * *", namesOf(projects))
+	apptest.WriteSchedules(t, schedules, "hourly", "0 * * * *", apptest.NamesOf(projects))
 	code, stdout, _ = runWith(t, env, "--check", "--dry-run", "--all-names")
-	if lines := strings.Split(stdout, "\n"); code != exitOK || len(lines) != 4 ||
+	if lines := strings.Split(stdout, "\n"); code != ExitOK || len(lines) != 4 ||
 		!strings.HasPrefix(lines[1], "api: ok ("+srv.URL+": all 6 nft names are registered projects, ") {
 		t.Errorf("all registered: exit %d, stdout\n%s", code, stdout)
 	}
@@ -93,9 +94,9 @@ func TestCheckAllNamesStopsAskingAnUnavailableUpstream(t *testing.T) {
 	}
 	base := "http://" + l.Addr().String()
 	l.Close()
-	names := namesOf(apitest.Generate(500, 0, 32))
+	names := apptest.NamesOf(apitest.Generate(500, 0, 32))
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
-	writeSchedules(t, schedules, "hourly", "0 * * * *", names)
+	apptest.WriteSchedules(t, schedules, "hourly", "0 * * * *", names)
 	env := map[string]string{
 		"READSYNC_API_BASE_URL":   base,
 		"READSYNC_CLIENT_ID":      apitest.DefaultClientID,
@@ -108,7 +109,7 @@ func TestCheckAllNamesStopsAskingAnUnavailableUpstream(t *testing.T) {
 	code, stdout, _ := runWith(t, env, "--check", "--dry-run", "--all-names")
 	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
 	last := lines[len(lines)-2] // before the clickhouse line
-	if code != exitFailed || len(lines) > 10 || !strings.HasPrefix(last, "api: FAILED: upstream unavailable: 5 names in a row failed with no answer from it") ||
+	if code != ExitFailed || len(lines) > 10 || !strings.HasPrefix(last, "api: FAILED: upstream unavailable: 5 names in a row failed with no answer from it") ||
 		!strings.Contains(last, "connection refused") || !strings.Contains(last, "of 500 nft names not asked") {
 		t.Errorf("exit %d, stdout\n%s", code, stdout)
 	}

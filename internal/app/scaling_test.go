@@ -19,6 +19,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/deployments/deploytest"
+	"github.com/readsync/readsync/internal/apptest"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/internal/kubeapi/kubeapitest"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
@@ -29,7 +32,7 @@ import (
 // the manifests the pods' configuration comes from.
 type scalingRoute struct {
 	name   string
-	change func(t *testing.T, kube *kubeapitest.Server, n int) manifests
+	change func(t *testing.T, kube *kubeapitest.Server, n int) deploytest.Manifests
 }
 
 // Every way of changing the replica count, 1 → 3 → 2 → 5, keeps every
@@ -40,9 +43,9 @@ type scalingRoute struct {
 // none is restarted by a change, since the count is not in the template.
 func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 	projects := apitest.Generate(50, 1, 5)
-	names := namesOf(projects)
+	names := apptest.NamesOf(projects)
 	srv := apitest.NewServer(apitest.WithProjects(projects...),
-		apitest.WithCredentials(credentials["READSYNC_CLIENT_ID"], credentials["READSYNC_CLIENT_SECRET"]))
+		apitest.WithCredentials(deploytest.Credentials["READSYNC_CLIENT_ID"], deploytest.Credentials["READSYNC_CLIENT_SECRET"]))
 	t.Cleanup(srv.Close)
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
 	writeScheduleList(t, schedules, "@every 1h", names[:35], names[15:])
@@ -50,13 +53,13 @@ func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 
 	// A copy of the base with these settings and schedules, as an
 	// installation edits it, and an overlay of one's own beside it.
-	base := scaledBase(t, 1)
+	base := deploytest.ScaledBase(t, 1)
 	var env strings.Builder
 	for k, v := range settings {
 		fmt.Fprintf(&env, "%s=%s\n", k, v)
 	}
-	writeFile(t, filepath.Join(base, "readsync.env"), env.String())
-	copyFile(t, schedules, filepath.Join(base, "schedules.yaml"))
+	apptest.WriteFile(t, filepath.Join(base, "readsync.env"), env.String())
+	apptest.CopyFile(t, schedules, filepath.Join(base, "schedules.yaml"))
 	overlay := filepath.Join(filepath.Dir(base), "mine")
 	if err := os.MkdirAll(overlay, 0o755); err != nil {
 		t.Fatal(err)
@@ -65,15 +68,15 @@ func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 	for k, v := range settings {
 		helmFlags = append(helmFlags, "--set-string", "settings."+k+"="+v)
 	}
-	applied := func(kube *kubeapitest.Server, m manifests) manifests {
-		kube.Apply(find[appsv1.StatefulSet](t, m, "readsync"))
+	applied := func(kube *kubeapitest.Server, m deploytest.Manifests) deploytest.Manifests {
+		kube.Apply(deploytest.Find[appsv1.StatefulSet](t, m, "readsync"))
 		return m
 	}
 	// kubectl scale, kubectl edit and a HorizontalPodAutoscaler all write
 	// spec.replicas (the last two through the scale subresource) and
 	// nothing else; the first change applies the manifests as installed.
-	scale := func(t *testing.T, kube *kubeapitest.Server, n int) manifests {
-		m := kustomizeBuild(t, base)
+	scale := func(t *testing.T, kube *kubeapitest.Server, n int) deploytest.Manifests {
+		m := deploytest.KustomizeBuild(t, base)
 		if kube.Get("readsync") == nil {
 			applied(kube, m)
 		}
@@ -81,31 +84,31 @@ func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 		return m
 	}
 	routes := []scalingRoute{
-		{"overlay with replicas", func(t *testing.T, kube *kubeapitest.Server, n int) manifests {
-			writeFile(t, filepath.Join(overlay, "kustomization.yaml"),
+		{"overlay with replicas", func(t *testing.T, kube *kubeapitest.Server, n int) deploytest.Manifests {
+			apptest.WriteFile(t, filepath.Join(overlay, "kustomization.yaml"),
 				fmt.Sprintf("resources:\n  - ../%s\nreplicas:\n  - name: readsync\n    count: %d\n", filepath.Base(base), n))
-			return applied(kube, kustomizeBuild(t, overlay))
+			return applied(kube, deploytest.KustomizeBuild(t, overlay))
 		}},
-		{"kustomize edit set replicas", func(t *testing.T, kube *kubeapitest.Server, n int) manifests {
-			tool(t, kustomizeTool, base, "edit", "set", "replicas", fmt.Sprintf("readsync=%d", n))
-			return applied(kube, kustomizeBuild(t, base))
+		{"kustomize edit set replicas", func(t *testing.T, kube *kubeapitest.Server, n int) deploytest.Manifests {
+			deploytest.Run(t, deploytest.Kustomize, base, "edit", "set", "replicas", fmt.Sprintf("readsync=%d", n))
+			return applied(kube, deploytest.KustomizeBuild(t, base))
 		}},
 		{"kubectl scale", scale},
 		{"autoscaler", scale},
-		{"helm upgrade --set replicaCount", func(t *testing.T, kube *kubeapitest.Server, n int) manifests {
-			return applied(kube, helmTemplate(t, "readsync", append(slices.Clone(helmFlags), "--set", fmt.Sprintf("replicaCount=%d", n))...))
+		{"helm upgrade --set replicaCount", func(t *testing.T, kube *kubeapitest.Server, n int) deploytest.Manifests {
+			return applied(kube, deploytest.HelmTemplate(t, "readsync", append(slices.Clone(helmFlags), "--set", fmt.Sprintf("replicaCount=%d", n))...))
 		}},
 	}
 	for _, route := range routes {
 		t.Run(route.name, func(t *testing.T) {
 			// The edits of one route must not leak into the next.
-			tool(t, kustomizeTool, base, "edit", "set", "replicas", "readsync=1")
+			deploytest.Run(t, deploytest.Kustomize, base, "edit", "set", "replicas", "readsync=1")
 			kube := kubeapitest.NewServer(t, "readsync")
 			c := &cluster{t: t, srv: srv, kube: kube, pods: map[int]*daemonPod{}, tick: time.Now().UTC().Truncate(time.Second)}
 			var template any
 			for step, n := range []int{1, 3, 2, 5} {
 				m := route.change(t, kube, n)
-				kube.Allow(find[rbacv1.Role](t, m, "readsync"))
+				kube.Allow(deploytest.Find[rbacv1.Role](t, m, "readsync"))
 				s := kube.Get("readsync")
 				if int(*s.Spec.Replicas) != n {
 					t.Fatalf("%s to %d: the API server holds replicas %d", route.name, n, *s.Spec.Replicas)
@@ -168,7 +171,7 @@ type daemonPod struct {
 
 // settle does what the StatefulSet controller does after a change to n:
 // the pods beyond n are gone, the missing ones have started.
-func (c *cluster) settle(m manifests, s *appsv1.StatefulSet, n int) {
+func (c *cluster) settle(m deploytest.Manifests, s *appsv1.StatefulSet, n int) {
 	for ordinal := range c.pods {
 		if ordinal >= n {
 			delete(c.pods, ordinal)
@@ -176,29 +179,29 @@ func (c *cluster) settle(m manifests, s *appsv1.StatefulSet, n int) {
 	}
 	for ordinal := range n {
 		if c.pods[ordinal] == nil {
-			c.pods[ordinal] = c.start(m, statefulSetPod(s, ordinal))
+			c.pods[ordinal] = c.start(m, deploytest.StatefulSetPod(s, ordinal))
 		}
 	}
 }
 
 // start starts a pod's daemon with the environment the kubelet gives it,
 // reading its share at start as the daemon does.
-func (c *cluster) start(m manifests, p pod) *daemonPod {
+func (c *cluster) start(m deploytest.Manifests, p deploytest.Pod) *daemonPod {
 	t := c.t
 	t.Helper()
-	env := podEnv(t, m, m.what+" pod "+p.name, p, exampleSecret.lookup(credentials))
+	env := deploytest.PodEnv(t, m, m.What+" pod "+p.Name, p, deploytest.ExampleSecret.Lookup(deploytest.Credentials))
 	maps.Copy(env, c.kube.Env())
-	cfg, err := loadConfig(context.Background(), Environ(env), true)
+	cfg, err := config.Load(context.Background(), config.Environ(env), true)
 	if err != nil {
-		t.Fatalf("pod %s: %v", p.name, err)
+		t.Fatalf("pod %s: %v", p.Name, err)
 	}
 	var log bytes.Buffer
 	a, err := newApp(testBuild, cfg, newLogger(&log, cfg.LogLevel, "json"), io.Discard, &log)
 	if err != nil {
-		t.Fatalf("pod %s: %v", p.name, err)
+		t.Fatalf("pod %s: %v", p.Name, err)
 	}
 	if _, err := a.shares.Check(context.Background()); err != nil {
-		t.Fatalf("pod %s: %v", p.name, err)
+		t.Fatalf("pod %s: %v", p.Name, err)
 	}
 	return &daemonPod{app: a, syncer: a.syncer(sink.NewJSONLines(io.Discard), nil), schedules: a.armedSchedules(), log: &log}
 }
@@ -249,7 +252,7 @@ func writeScheduleList(t *testing.T, file, cron string, lists ...[]string) {
 			fmt.Fprintf(&doc, "      - %q\n", n)
 		}
 	}
-	writeFile(t, file, doc.String())
+	apptest.WriteFile(t, file, doc.String())
 }
 
 // gauge is the value of the gauge name in reg.

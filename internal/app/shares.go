@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/readsync/readsync/internal/config"
+
 	"github.com/readsync/readsync/internal/kubeapi"
 	"github.com/readsync/readsync/internal/metrics"
 	"github.com/readsync/readsync/internal/shard"
@@ -12,7 +14,7 @@ import (
 // newShareSource is READSYNC_SHARD's source of shares: the fixed share of
 // i/n, or for <pod>/statefulset the pod's StatefulSet read through the API
 // server. m receives the share of every pass.
-func newShareSource(build Build, cfg *config, log *slog.Logger, m *metrics.Metrics) (shard.Source, error) {
+func newShareSource(build Build, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (shard.Source, error) {
 	if cfg.Member == nil {
 		s := shard.Of(cfg.ShardOf)
 		m.ObserveShare(s)

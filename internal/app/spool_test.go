@@ -15,6 +15,8 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sync"
 )
@@ -23,7 +25,7 @@ import (
 // environment, logging to log.
 func (f *fixture) newTestApp(t *testing.T, log io.Writer) *app {
 	t.Helper()
-	cfg, err := loadConfig(context.Background(), envconfig.MapLookuper(f.env), true)
+	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(f.Env), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +65,8 @@ func backlog(t *testing.T, st stores, entries int) {
 // would spend the time the pass has until its next tick.
 func TestCronPassLeavesTheSpoolToTheFlusher(t *testing.T) {
 	projects := apitest.Generate(2, 3, 21)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	log := &lockedBuffer{}
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	log := &apptest.LockedBuffer{}
 	a := f.newTestApp(t, log)
 	st := openTestStores(t, a)
 	backlog(t, st, 3)
@@ -76,7 +78,7 @@ func TestCronPassLeavesTheSpoolToTheFlusher(t *testing.T) {
 		t.Errorf("the pass left %d of the 3 spooled entries; log:\n%s", n, log.String())
 	}
 	var snaps uint64
-	f.query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id != 77", &snaps)
+	f.Query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id != 77", &snaps)
 	if snaps != snapshotsOf(projects) {
 		t.Errorf("%d snapshots of the pass written, want %d", snaps, snapshotsOf(projects))
 	}
@@ -86,9 +88,9 @@ func TestCronPassLeavesTheSpoolToTheFlusher(t *testing.T) {
 // in the background, without waiting for a tick or a flush interval.
 func TestDaemonFlushesTheSpoolAtStart(t *testing.T) {
 	projects := apitest.Generate(1, 2, 22)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	f.writeSchedules(t, "yearly", "0 0 1 1 *", namesOf(projects))
-	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "1h"
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	f.WriteSchedules(t, "yearly", "0 0 1 1 *", apptest.NamesOf(projects))
+	f.Env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "1h"
 	a := f.newTestApp(t, io.Discard)
 	st, err := a.openStores(context.Background())
 	if err != nil {
@@ -98,12 +100,12 @@ func TestDaemonFlushesTheSpoolAtStart(t *testing.T) {
 	st.Close()
 
 	log, stop := f.startDaemon(t)
-	eventually(t, "the spool flushed", func() bool { return len(spoolEntries(t, f.env["READSYNC_SPOOL_DIR"])) == 0 }, log.String)
-	if code := stop(); code != exitOK {
+	apptest.Eventually(t, "the spool flushed", func() bool { return len(spoolEntries(t, f.Env["READSYNC_SPOOL_DIR"])) == 0 }, log.String)
+	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d; log:\n%s", code, log.String())
 	}
 	var snaps uint64
-	f.query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id = 77", &snaps)
+	f.Query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id = 77", &snaps)
 	if snaps != 2 || !strings.Contains(log.String(), "spool flushed") {
 		t.Errorf("%d spooled snapshots delivered, want 2; log:\n%s", snaps, log.String())
 	}
@@ -114,8 +116,8 @@ func TestDaemonFlushesTheSpoolAtStart(t *testing.T) {
 // not even the unfinished entry the owner may be writing.
 func TestSpoolHasOneOwner(t *testing.T) {
 	projects := apitest.Generate(1, 2, 23)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	dir := f.env["READSYNC_SPOOL_DIR"]
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	dir := f.Env["READSYNC_SPOOL_DIR"]
 	a := f.newTestApp(t, io.Discard)
 	st := openTestStores(t, a)
 	backlog(t, st, 1)
@@ -126,11 +128,11 @@ func TestSpoolHasOneOwner(t *testing.T) {
 	before := dirListing(t, dir)
 
 	code, _, stderr := f.run(t, "--backfill")
-	if code != exitConfig || !strings.Contains(stderr, "spool directory "+dir+" is in use by another readsync process") {
+	if code != ExitConfig || !strings.Contains(stderr, "spool directory "+dir+" is in use by another readsync process") {
 		t.Errorf("second process: exit %d, want 2 and a message naming %s:\n%s", code, dir, stderr)
 	}
 	code, stdout, stderr := f.run(t, "--check")
-	if code != exitOK || !strings.Contains(stdout, "spool: ok ("+dir+": 1 entries waiting") {
+	if code != ExitOK || !strings.Contains(stdout, "spool: ok ("+dir+": 1 entries waiting") {
 		t.Errorf("--check beside the owner: exit %d:\n%s%s", code, stdout, stderr)
 	}
 	if after := dirListing(t, dir); !slices.Equal(before, after) {
@@ -156,22 +158,22 @@ func dirListing(t *testing.T, dir string) []string {
 // is empty.
 func TestFlushSpoolDeliversTheSpool(t *testing.T) {
 	projects := apitest.Generate(3, 4, 24)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	proxy := f.db.NewProxy(t)
-	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
-	dir := f.env["READSYNC_SPOOL_DIR"]
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	proxy := f.DB.NewProxy(t)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	dir := f.Env["READSYNC_SPOOL_DIR"]
 
 	proxy.Down()
 	code, _, stderr := f.run(t, "--backfill")
-	if code != exitSpooled || !strings.Contains(stderr, "readsync --flush-spool") || !strings.Contains(stderr, `"dir":"`+dir+`"`) {
+	if code != ExitSpooled || !strings.Contains(stderr, "readsync --flush-spool") || !strings.Contains(stderr, `"dir":"`+dir+`"`) {
 		t.Fatalf("backfill during the outage: exit %d, want 3 and the way to deliver %s:\n%s", code, dir, stderr)
 	}
-	if code, _, stderr := f.run(t, "--flush-spool"); code != exitSpooled {
+	if code, _, stderr := f.run(t, "--flush-spool"); code != ExitSpooled {
 		t.Fatalf("--flush-spool during the outage: exit %d, want 3:\n%s", code, stderr)
 	}
 
 	proxy.Up()
-	if code, _, stderr := f.run(t, "--flush-spool"); code != exitOK {
+	if code, _, stderr := f.run(t, "--flush-spool"); code != ExitOK {
 		t.Fatalf("--flush-spool: exit %d, want 0:\n%s", code, stderr)
 	}
 	if left := spoolEntries(t, dir); len(left) != 0 {
@@ -187,35 +189,35 @@ func TestBrokenLongListLeavesNoSnapshots(t *testing.T) {
 	projects := apitest.Generate(2, 6000, 25)
 	projects[1].Messages = projects[1].Messages[:5]
 	long := projects[0]
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithListFault(long.ID, apitest.Truncated(0)))
-	f.env["READSYNC_BATCH_ROWS"] = "2000" // the list streams through in pieces of 250 rows
-	f.env["READSYNC_MAX_RETRIES"] = "1"
+	f.Env["READSYNC_BATCH_ROWS"] = "2000" // the list streams through in pieces of 250 rows
+	f.Env["READSYNC_MAX_RETRIES"] = "1"
 	at := "2026-06-01T10:00:00Z"
 
 	code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at)
-	if code != exitFailed {
+	if code != ExitFailed {
 		t.Fatalf("exit %d, want 1; log:\n%s", code, stderr)
 	}
 	var messages, snaps, runMessages uint64
 	where := " WHERE project_id = " + itoa(uint64(long.ID))
-	f.query(t, "SELECT count() FROM {db}.messages"+where, &messages)
+	f.Query(t, "SELECT count() FROM {db}.messages"+where, &messages)
 	if messages < 250 {
 		t.Fatalf("%d message rows of the broken list written: nothing streamed, the test proves nothing", messages)
 	}
-	f.query(t, "SELECT count() FROM {db}.message_read_snapshots"+where, &snaps)
-	f.query(t, "SELECT messages FROM {db}.sync_runs", &runMessages)
+	f.Query(t, "SELECT count() FROM {db}.message_read_snapshots"+where, &snaps)
+	f.Query(t, "SELECT messages FROM {db}.sync_runs", &runMessages)
 	if snaps != 0 || runMessages != 5 {
 		t.Errorf("%d snapshots of the broken list, run counts %d: want none of the list and the other name's 5", snaps, runMessages)
 	}
 
-	f.srv.SetListFault(long.ID, apitest.Fault{})
-	if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at, "--nft", long.NFT); code != exitOK {
+	f.Srv.SetListFault(long.ID, apitest.Fault{})
+	if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at, "--nft", long.NFT); code != ExitOK {
 		t.Fatalf("retry: exit %d; log:\n%s", code, stderr)
 	}
 	var versions uint64
-	f.query(t, "SELECT count(), uniqExact(version) FROM {db}.message_read_snapshots FINAL"+where, &snaps, &versions)
-	f.query(t, "SELECT messages FROM {db}.sync_runs WHERE nft_total = 1", &runMessages)
+	f.Query(t, "SELECT count(), uniqExact(version) FROM {db}.message_read_snapshots FINAL"+where, &snaps, &versions)
+	f.Query(t, "SELECT messages FROM {db}.sync_runs WHERE nft_total = 1", &runMessages)
 	if snaps != 6000 || versions != 1 || runMessages != 6000 {
 		t.Errorf("%d snapshots with %d versions, run counts %d: want 6000 of one version", snaps, versions, runMessages)
 	}
@@ -230,9 +232,9 @@ func TestCronPassCutOffByTheNextTick(t *testing.T) {
 	for _, p := range projects[1:] {
 		opts = append(opts, apitest.WithFault(p.NFT, apitest.Slow(time.Minute)))
 	}
-	f := newFixture(t, namesOf(projects), opts...)
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
-	log := &lockedBuffer{}
+	f := newFixture(t, apptest.NamesOf(projects), opts...)
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
+	log := &apptest.LockedBuffer{}
 	a := f.newTestApp(t, log)
 	st := openTestStores(t, a)
 
@@ -242,7 +244,7 @@ func TestCronPassCutOffByTheNextTick(t *testing.T) {
 
 	next := tick.Add(time.Second).Format(time.RFC3339)
 	var status, runErr string
-	f.query(t, "SELECT status, error FROM {db}.sync_runs", &status, &runErr)
+	f.Query(t, "SELECT status, error FROM {db}.sync_runs", &status, &runErr)
 	if want := "2 of 3 names failed: nft " + strconv.Quote(projects[1].NFT) + ", " + strconv.Quote(projects[2].NFT) +
 		": cut off by the next tick at " + next; status != "partial" || runErr != want {
 		t.Errorf("run recorded %s, %q; want partial, %q", status, runErr, want)
@@ -263,8 +265,8 @@ const walletView = "CREATE MATERIALIZED VIEW {db}.wallets ENGINE = MergeTree ORD
 // exec runs a statement in the fixture's database, {db} standing for it.
 func (f *fixture) exec(t *testing.T, q string) {
 	t.Helper()
-	q = strings.ReplaceAll(q, "{db}", "`"+f.db.Name+"`")
-	if err := f.db.Conn.Exec(context.Background(), q); err != nil {
+	q = strings.ReplaceAll(q, "{db}", "`"+f.DB.Name+"`")
+	if err := f.DB.Conn.Exec(context.Background(), q); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 }
@@ -305,10 +307,10 @@ func logLine(t *testing.T, log, msg string) map[string]any {
 // and delivers it once the cause is gone. No row is lost on the way.
 func TestRefusedSpoolEntryIsQuarantinedAndRetried(t *testing.T) {
 	projects := apitest.Generate(1, 2, 27)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	f.writeSchedules(t, "yearly", "0 0 1 1 *", namesOf(projects))
-	f.env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "100ms"
-	dir := f.env["READSYNC_SPOOL_DIR"]
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	f.WriteSchedules(t, "yearly", "0 0 1 1 *", apptest.NamesOf(projects))
+	f.Env["READSYNC_SPOOL_FLUSH_INTERVAL"] = "100ms"
+	dir := f.Env["READSYNC_SPOOL_DIR"]
 	st, err := f.newTestApp(t, io.Discard).openStores(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -324,13 +326,13 @@ func TestRefusedSpoolEntryIsQuarantinedAndRetried(t *testing.T) {
 	snapshots := func() []uint64 {
 		var n [3]uint64
 		for i := range n {
-			f.query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id = "+itoa(uint64(81+i)), &n[i])
+			f.Query(t, "SELECT count() FROM {db}.message_read_snapshots WHERE project_id = "+itoa(uint64(81+i)), &n[i])
 		}
 		return n[:]
 	}
 
 	code, _, stderr := f.run(t, "--flush-spool")
-	if code != exitSpooled || !slices.Equal(snapshots(), []uint64{1, 0, 1}) {
+	if code != ExitSpooled || !slices.Equal(snapshots(), []uint64{1, 0, 1}) {
 		t.Fatalf("--flush-spool: exit %d, snapshots of the three entries %v; want 3 and the two good ones delivered:\n%s", code, snapshots(), stderr)
 	}
 	if l := logLine(t, stderr, "refused a spooled entry for what it holds"); l["entry"] != bad || l["table"] != "projects" {
@@ -339,13 +341,13 @@ func TestRefusedSpoolEntryIsQuarantinedAndRetried(t *testing.T) {
 
 	log, stop := f.startDaemon(t)
 	quarantined := filepath.Join(dir, "quarantine", bad)
-	eventually(t, "the refused entry moved aside", func() bool { _, err := os.Stat(quarantined); return err == nil }, log.String)
-	_, metrics := get(t, listenerURL(t, log.String), "/metrics")
+	apptest.Eventually(t, "the refused entry moved aside", func() bool { _, err := os.Stat(quarantined); return err == nil }, log.String)
+	_, metrics := apptest.Get(t, apptest.ListenerURL(t, log.String), "/metrics")
 	if !strings.Contains(metrics, "\nreadsync_spool_quarantined_entries 1\n") {
 		t.Errorf("metrics lack readsync_spool_quarantined_entries 1:\n%s", metrics)
 	}
-	waitStarted(t, log.String)
-	if code := stop(); code != exitOK {
+	apptest.WaitStarted(t, log.String)
+	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d", code)
 	}
 	l := logLine(t, log.String(), "moved aside")
@@ -354,19 +356,19 @@ func TestRefusedSpoolEntryIsQuarantinedAndRetried(t *testing.T) {
 		t.Errorf("the quarantine's line does not name the file %s, table projects, its 3 rows and the server's message: %v", bad, l)
 	}
 
-	if code, stdout, stderr := f.run(t, "--check"); code != exitOK || !strings.Contains(stdout, "; 1 entries quarantined: readsync --flush-spool --retry-quarantined") {
+	if code, stdout, stderr := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "; 1 entries quarantined: readsync --flush-spool --retry-quarantined") {
 		t.Errorf("--check: exit %d, want 0 and the quarantined entry counted:\n%s%s", code, stdout, stderr)
 	}
-	if code, _, stderr := f.run(t, "--retry-quarantined"); code != exitConfig || !strings.Contains(stderr, "--retry-quarantined needs --flush-spool") {
+	if code, _, stderr := f.run(t, "--retry-quarantined"); code != ExitConfig || !strings.Contains(stderr, "--retry-quarantined needs --flush-spool") {
 		t.Errorf("--retry-quarantined alone: exit %d, want 2:\n%s", code, stderr)
 	}
 	code, _, stderr = f.run(t, "--flush-spool", "--retry-quarantined")
-	if _, err := os.Stat(quarantined); code != exitSpooled || err != nil || !strings.Contains(stderr, "refused a quarantined spool entry again") {
+	if _, err := os.Stat(quarantined); code != ExitSpooled || err != nil || !strings.Contains(stderr, "refused a quarantined spool entry again") {
 		t.Fatalf("retry with the cause still there: exit %d, entry %v; want 3 and the entry left in quarantine:\n%s", code, err, stderr)
 	}
 
 	f.exec(t, "DROP TABLE {db}.wallets")
-	if code, _, stderr := f.run(t, "--flush-spool", "--retry-quarantined"); code != exitOK {
+	if code, _, stderr := f.run(t, "--flush-spool", "--retry-quarantined"); code != ExitOK {
 		t.Fatalf("retry once the cause is gone: exit %d, want 0:\n%s", code, stderr)
 	}
 	if got := snapshots(); !slices.Equal(got, []uint64{1, 1, 1}) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -16,7 +17,7 @@ import (
 func coverage(t *testing.T, f *fixture, schedule string) [5]uint64 {
 	t.Helper()
 	var c [5]uint64
-	f.query(t, "SELECT sum(ticks_due), sum(ticks_run), sum(ticks_ok), sum(ticks_skipped), sum(ticks_missed) FROM {db}.schedule_coverage WHERE schedule = '"+schedule+"'",
+	f.Query(t, "SELECT sum(ticks_due), sum(ticks_run), sum(ticks_ok), sum(ticks_skipped), sum(ticks_missed) FROM {db}.schedule_coverage WHERE schedule = '"+schedule+"'",
 		&c[0], &c[1], &c[2], &c[3], &c[4])
 	return c
 }
@@ -25,29 +26,29 @@ func coverage(t *testing.T, f *fixture, schedule string) [5]uint64 {
 // ticks as missed when it starts again, and schedule_coverage counts them.
 func TestRestartRecordsMissedTicks(t *testing.T) {
 	projects := apitest.Generate(2, 2, 31)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...)) // schedule "hourly", "0 * * * *"
-	if code, _, stderr := f.run(t, "--migrate"); code != exitOK {
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...)) // schedule "hourly", "0 * * * *"
+	if code, _, stderr := f.run(t, "--migrate"); code != ExitOK {
 		t.Fatalf("--migrate: exit %d\n%s", code, stderr)
 	}
 	// The last tick the stopped daemon ran: three ticks before the
 	// latest one due.
 	now := time.Now().UTC()
 	last := now.Truncate(time.Hour).Add(-3 * time.Hour)
-	if err := f.db.Conn.Exec(context.Background(), fmt.Sprintf(
+	if err := f.DB.Conn.Exec(context.Background(), fmt.Sprintf(
 		"INSERT INTO %s (run_id, schedule, trigger, snapshot_at, started_at, finished_at, status, shard) SELECT 'r0', 'hourly', 'cron', toDateTime(%[2]d), toDateTime(%[2]d), toDateTime(%[2]d), 'ok', ''",
-		f.db.Table("sync_runs"), last.Unix())); err != nil {
+		f.DB.Table("sync_runs"), last.Unix())); err != nil {
 		t.Fatal(err)
 	}
 
 	log, stop := f.startDaemon(t)
-	eventually(t, "three missed ticks recorded", func() bool {
+	apptest.Eventually(t, "three missed ticks recorded", func() bool {
 		var n uint64
-		f.query(t, "SELECT count() FROM {db}.sync_runs WHERE status = 'missed'", &n)
+		f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE status = 'missed'", &n)
 		return n == 3
 	}, log.String)
 	stop()
 	var first, latest uint32
-	f.query(t, "SELECT toUInt32(min(snapshot_at)), toUInt32(max(snapshot_at)) FROM {db}.sync_runs WHERE status = 'missed'", &first, &latest)
+	f.Query(t, "SELECT toUInt32(min(snapshot_at)), toUInt32(max(snapshot_at)) FROM {db}.sync_runs WHERE status = 'missed'", &first, &latest)
 	if int64(first) != last.Add(time.Hour).Unix() || int64(latest) != last.Add(3*time.Hour).Unix() {
 		t.Errorf("missed ticks from %s to %s, want %s to %s", time.Unix(int64(first), 0).UTC(), time.Unix(int64(latest), 0).UTC(),
 			last.Add(time.Hour), last.Add(3*time.Hour))
@@ -57,10 +58,10 @@ func TestRestartRecordsMissedTicks(t *testing.T) {
 	}
 	// A second start finds nothing more missed.
 	log, stop = f.startDaemon(t)
-	waitStarted(t, log.String)
+	apptest.WaitStarted(t, log.String)
 	stop()
 	var n uint64
-	f.query(t, "SELECT count() FROM {db}.sync_runs WHERE status = 'missed'", &n)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE status = 'missed'", &n)
 	if n != 3 {
 		t.Errorf("%d missed ticks after a second start, want still 3", n)
 	}
@@ -70,36 +71,36 @@ func TestRestartRecordsMissedTicks(t *testing.T) {
 // skipped, recorded as such, and counted by schedule_coverage.
 func TestOverrunningPassRecordsSkippedTick(t *testing.T) {
 	projects := apitest.Generate(2, 2, 32)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		// Every pass waits for this name until its deadline, the next tick,
 		// and then writes what it has: the next tick finds it running.
 		apitest.WithFault(projects[1].NFT, apitest.Slow(time.Minute)))
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
 	log, stop := f.startDaemon(t)
-	eventually(t, "a skipped tick recorded", func() bool {
+	apptest.Eventually(t, "a skipped tick recorded", func() bool {
 		var n uint64
 		// The daemon creates the table at its start: until then, no rows.
-		err := f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.db.Table("sync_runs")+
+		err := f.DB.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.DB.Table("sync_runs")+
 			" WHERE status = 'skipped' AND trigger = 'cron' AND schedule = 'fast'").Scan(&n)
 		return err == nil && n > 0
 	}, log.String)
 	// The reads the fast project gained across a skipped tick say so.
-	eventually(t, "a gain across a skipped tick", func() bool {
+	apptest.Eventually(t, "a gain across a skipped tick", func() bool {
 		var n uint64
-		err := f.db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.db.Table("project_read_gains")+" WHERE missed_ticks > 0").Scan(&n)
+		err := f.DB.Conn.QueryRow(context.Background(), "SELECT count() FROM "+f.DB.Table("project_read_gains")+" WHERE missed_ticks > 0").Scan(&n)
 		return err == nil && n > 0
 	}, log.String)
 	stop()
 	// Each interval counts the ticks recorded strictly inside it.
 	var ticks []uint32
-	for _, line := range sinktest.Lines(t, f.db.Conn, "SELECT DISTINCT toString(toUInt32(snapshot_at)) FROM "+f.db.Table("sync_runs")+
+	for _, line := range sinktest.Lines(t, f.DB.Conn, "SELECT DISTINCT toString(toUInt32(snapshot_at)) FROM "+f.DB.Table("sync_runs")+
 		" WHERE trigger = 'cron' AND schedule = 'fast'") {
 		var at uint32
 		fmt.Sscan(line, &at)
 		ticks = append(ticks, at)
 	}
-	for _, line := range sinktest.Lines(t, f.db.Conn, "SELECT concat(toString(toUInt32(snapshot_at)), ' ', toString(toUInt32(prev_snapshot_at)), ' ', toString(missed_ticks)) FROM "+
-		f.db.Table("project_read_gains")+" WHERE prev_snapshot_at IS NOT NULL") {
+	for _, line := range sinktest.Lines(t, f.DB.Conn, "SELECT concat(toString(toUInt32(snapshot_at)), ' ', toString(toUInt32(prev_snapshot_at)), ' ', toString(missed_ticks)) FROM "+
+		f.DB.Table("project_read_gains")+" WHERE prev_snapshot_at IS NOT NULL") {
 		var at, prev uint32
 		var missed int
 		fmt.Sscan(line, &at, &prev, &missed)

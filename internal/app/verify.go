@@ -29,31 +29,31 @@ func (a *app) verify(ctx context.Context, since time.Time, repair bool) int {
 	rep, err := ch.Verify(ctx, since)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "readsync: verify: %s\n", sink.Describe(err))
-		return exitFailed
+		return ExitFailed
 	}
 	printVerify(a.stdout, rep)
 	if rep.Clean() {
-		return exitOK
+		return ExitOK
 	}
 	if !repair {
 		fmt.Fprintln(a.stdout, "verify: `readsync --verify --repair` rebuilds the derived rows of the projects named above")
-		return exitFailed
+		return ExitFailed
 	}
 	start := time.Now()
 	if err := ch.Repair(ctx, rep); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: repair: %s\n", sink.Describe(err))
-		return exitFailed
+		return ExitFailed
 	}
 	fmt.Fprintf(a.stdout, "repair: rebuilt the derived rows of %d projects in %s; verifying again\n", len(repairedProjects(rep)), time.Since(start).Round(time.Millisecond))
 	if rep, err = ch.Verify(ctx, since); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: verify: %s\n", sink.Describe(err))
-		return exitFailed
+		return ExitFailed
 	}
 	printVerify(a.stdout, rep)
 	if !rep.Clean() {
-		return exitFailed
+		return ExitFailed
 	}
-	return exitOK
+	return ExitOK
 }
 
 // printVerify writes a verification: its window, a line per view, the

@@ -1,13 +1,13 @@
 package app
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 )
 
 // --verify prints a line per view and exits 0 on a database readsync
@@ -16,14 +16,14 @@ import (
 // the window to the days from its day on and what was written since.
 func TestVerifyFlag(t *testing.T) {
 	projects := apitest.Generate(4, 5, 31)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...), apitest.WithReadGrowth(3))
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...), apitest.WithReadGrowth(3))
 	for _, at := range []string{"2026-03-01T08:00:00Z", "2026-03-01T12:00:00Z", "2026-03-02T08:00:00Z"} {
-		if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at); code != exitOK {
+		if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", at); code != ExitOK {
 			t.Fatalf("backfill at %s: exit %d\n%s", at, code, stderr)
 		}
 	}
 	code, stdout, stderr := f.run(t, "--verify")
-	if code != exitOK {
+	if code != ExitOK {
 		t.Fatalf("--verify: exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"verify: every view against its brute force over the whole history\n", "message_read_latest: ok (20 rows)\n",
@@ -36,32 +36,32 @@ func TestVerifyFlag(t *testing.T) {
 
 	// The second day's row of one project, missing from the day rollup.
 	p := projects[1].ID
-	f.deleteRows(t, "project_read_day_rollup", fmt.Sprintf("project_id = %d AND day = toDate('2026-03-02')", p))
+	f.DeleteRows(t, "project_read_day_rollup", fmt.Sprintf("project_id = %d AND day = toDate('2026-03-02')", p))
 	code, stdout, _ = f.run(t, "--verify")
-	if want := fmt.Sprintf("  missing project_id=%d day=2026-03-02: want nft=", p); code != exitFailed || !strings.Contains(stdout, want) ||
+	if want := fmt.Sprintf("  missing project_id=%d day=2026-03-02: want nft=", p); code != ExitFailed || !strings.Contains(stdout, want) ||
 		!strings.Contains(stdout, "project_read_daily: DIFFERS: 1 rows missing, 0 extra, 0 wrong (of 8)") {
-		t.Errorf("--verify after a row went missing: exit %d, want %d and %q:\n%s", code, exitFailed, want, stdout)
+		t.Errorf("--verify after a row went missing: exit %d, want %d and %q:\n%s", code, ExitFailed, want, stdout)
 	}
 	// Taken before a later day but written since, the row is in its
 	// window.
 	code, stdout, _ = f.run(t, "--verify", "--since", "2026-03-03")
-	if code != exitFailed || !strings.Contains(stdout, "from 2026-03-03 (UTC) on\n") ||
+	if code != ExitFailed || !strings.Contains(stdout, "from 2026-03-03 (UTC) on\n") ||
 		!strings.Contains(stdout, "verify: and over what was written since then, taken before: 12 project snapshots and 0 cron ticks, with every row of their 4 projects from 2026-03-01 (UTC) on\n") {
-		t.Errorf("--verify --since a later day, the history written since: exit %d, want %d:\n%s", code, exitFailed, stdout)
+		t.Errorf("--verify --since a later day, the history written since: exit %d, want %d:\n%s", code, ExitFailed, stdout)
 	}
 	// Outside the window, taken and written before it, the row is not
 	// compared: its project's rows of the change logs gone, as when their
 	// month's partition is dropped.
-	f.deleteRows(t, "snapshot_changes", fmt.Sprintf("project_id = %d", p))
-	if code, stdout, _ := f.run(t, "--verify", "--since", "2026-03-03"); code != exitOK || !strings.Contains(stdout, "9 project snapshots") {
+	f.DeleteRows(t, "snapshot_changes", fmt.Sprintf("project_id = %d", p))
+	if code, stdout, _ := f.run(t, "--verify", "--since", "2026-03-03"); code != ExitOK || !strings.Contains(stdout, "9 project snapshots") {
 		t.Errorf("--verify --since a later day, the row written before: exit %d:\n%s", code, stdout)
 	}
 	code, stdout, stderr = f.run(t, "--verify", "--repair")
-	if code != exitOK || !strings.Contains(stdout, "repair: rebuilt the derived rows of 1 projects") ||
+	if code != ExitOK || !strings.Contains(stdout, "repair: rebuilt the derived rows of 1 projects") ||
 		!strings.HasSuffix(stdout, "verify: ok: 6 views equal their brute force\n") {
 		t.Errorf("--verify --repair: exit %d:\n%s%s", code, stdout, stderr)
 	}
-	if code, stdout, _ := f.run(t, "--verify", "--since", time.Now().Add(-time.Hour).Format(time.RFC3339)); code != exitOK {
+	if code, stdout, _ := f.run(t, "--verify", "--since", time.Now().Add(-time.Hour).Format(time.RFC3339)); code != ExitOK {
 		t.Errorf("--verify --since an hour ago: exit %d:\n%s", code, stdout)
 	}
 }
@@ -71,46 +71,31 @@ func TestVerifyFlag(t *testing.T) {
 // window of --since 48h, with their derived rows.
 func TestVerifySinceChecksWhatWasWrittenSince(t *testing.T) {
 	projects := apitest.Generate(3, 4, 17)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...), apitest.WithReadGrowth(3))
+	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...), apitest.WithReadGrowth(3))
 	day := time.Now().UTC().AddDate(0, 0, -10).Truncate(24 * time.Hour)
 	for _, hour := range []time.Duration{8, 12} {
-		if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", day.Add(hour*time.Hour).Format(time.RFC3339)); code != exitOK {
+		if code, _, stderr := f.run(t, "--backfill", "--snapshot-at", day.Add(hour*time.Hour).Format(time.RFC3339)); code != ExitOK {
 			t.Fatalf("backfill at %s: exit %d\n%s", day.Add(hour*time.Hour), code, stderr)
 		}
 	}
 	code, stdout, stderr := f.run(t, "--verify", "--since", "48h")
-	if want := fmt.Sprintf("6 project snapshots and 0 cron ticks, with every row of their 3 projects from %s (UTC) on", day.Format(time.DateOnly)); code != exitOK ||
+	if want := fmt.Sprintf("6 project snapshots and 0 cron ticks, with every row of their 3 projects from %s (UTC) on", day.Format(time.DateOnly)); code != ExitOK ||
 		!strings.Contains(stdout, want) || !strings.Contains(stdout, "project_read_gains: ok (6 rows)") {
-		t.Fatalf("--verify --since 48h: exit %d, want %d and %q:\n%s%s", code, exitOK, want, stdout, stderr)
+		t.Fatalf("--verify --since 48h: exit %d, want %d and %q:\n%s%s", code, ExitOK, want, stdout, stderr)
 	}
 
 	// The derived rows of one project's snapshots, lost.
 	p := projects[1].ID
-	f.deleteRows(t, "project_read_day_rollup", fmt.Sprintf("project_id = %d", p))
-	f.deleteRows(t, "project_read_gain_rollup", fmt.Sprintf("project_id = %d", p))
+	f.DeleteRows(t, "project_read_day_rollup", fmt.Sprintf("project_id = %d", p))
+	f.DeleteRows(t, "project_read_gain_rollup", fmt.Sprintf("project_id = %d", p))
 	code, stdout, _ = f.run(t, "--verify", "--since", "48h")
 	for _, want := range []string{
 		fmt.Sprintf("  missing project_id=%d day=%s: want nft=", p, day.Format(time.DateOnly)),
 		fmt.Sprintf("  missing project_id=%d snapshot_at=%s: want nft=", p, day.Add(12*time.Hour).Format(time.RFC3339)),
 		"project_read_gains: DIFFERS: 2 rows missing, 0 extra, 0 wrong (of 6)",
 	} {
-		if code != exitFailed || !strings.Contains(stdout, want) {
-			t.Errorf("--verify --since 48h after derived rows went missing: exit %d, want %d and %q:\n%s", code, exitFailed, want, stdout)
+		if code != ExitFailed || !strings.Contains(stdout, want) {
+			t.Errorf("--verify --since 48h after derived rows went missing: exit %d, want %d and %q:\n%s", code, ExitFailed, want, stdout)
 		}
 	}
-}
-
-// deleteRows deletes the rows of one of the fixture's tables that match
-// where, as an operator's mistake or a lost write would, and waits until
-// the deletion is done.
-func (f *fixture) deleteRows(t *testing.T, table, where string) {
-	t.Helper()
-	if err := f.db.Conn.Exec(context.Background(), fmt.Sprintf("ALTER TABLE %s DELETE WHERE %s", f.db.Table(table), where)); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the deletion from "+table, func() bool {
-		var n uint64
-		f.query(t, fmt.Sprintf("SELECT count() FROM system.mutations WHERE database = '%s' AND is_done = 0", f.db.Name), &n)
-		return n == 0
-	}, func() string { return "" })
 }

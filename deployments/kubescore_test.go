@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 import (
 	"encoding/json"
@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/readsync/readsync/deployments/deploytest"
+	"github.com/readsync/readsync/internal/apptest"
 )
 
-var kubeScoreTool = newTool("kube-score", "READSYNC_REQUIRE_KUBESCORE", "version")
+var kubeScoreTool = deploytest.NewTool("kube-score", "READSYNC_REQUIRE_KUBESCORE", "version")
 
 // kube-score's grades (its scorecard package): what it reports as a
 // warning or worse.
@@ -23,12 +26,12 @@ func TestChartKubeScore(t *testing.T) {
 	explained := kubeScoreExplained(t)
 	found := map[string]bool{}
 	for _, flags := range [][]string{nil, append(slices.Clone(chartEverything), "--set", "replicaCount=3")} {
-		args := append([]string{"template", "readsync", helmChart, "--namespace", "readsync"}, flags...)
+		args := append([]string{"template", "readsync", deploytest.Chart, "--namespace", "readsync"}, flags...)
 		rendered := filepath.Join(t.TempDir(), "rendered.yaml")
-		writeFile(t, rendered, string(tool(t, helmTool, "", args...)))
+		apptest.WriteFile(t, rendered, string(deploytest.Run(t, deploytest.Helm, "", args...)))
 		// kube-score exits 1 when it finds something critical, and says
 		// what in its report all the same.
-		out, err := toolOutput(t, kubeScoreTool, "", "score", "--output-format", "json", rendered)
+		out, err := deploytest.Output(t, kubeScoreTool, "", "score", "--output-format", "json", rendered)
 		var report []struct {
 			ObjectName string                `json:"object_name"`
 			TypeMeta   struct{ Kind string } `json:"type_meta"`
@@ -50,14 +53,14 @@ func TestChartKubeScore(t *testing.T) {
 				found[c.Check.ID] = true
 				if !explained[c.Check.ID] {
 					t.Errorf("helm %s: kube-score check %s finds %s %s: %v; fix it, or explain it in %s/README.md",
-						strings.Join(args, " "), c.Check.ID, o.TypeMeta.Kind, o.ObjectName, c.Comments, helmChart)
+						strings.Join(args, " "), c.Check.ID, o.TypeMeta.Kind, o.ObjectName, c.Comments, deploytest.Chart)
 				}
 			}
 		}
 	}
 	for id := range explained {
 		if !found[id] {
-			t.Errorf("%s/README.md explains kube-score's %s, which finds nothing any more: remove it", helmChart, id)
+			t.Errorf("%s/README.md explains kube-score's %s, which finds nothing any more: remove it", deploytest.Chart, id)
 		}
 	}
 }
@@ -66,13 +69,13 @@ func TestChartKubeScore(t *testing.T) {
 // kube-score section.
 func kubeScoreExplained(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(helmChart, "README.md"))
+	b, err := os.ReadFile(filepath.Join(deploytest.Chart, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(b), "\n## kube-score\n")
 	if !ok {
-		t.Fatalf("%s/README.md has no kube-score section", helmChart)
+		t.Fatalf("%s/README.md has no kube-score section", deploytest.Chart)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	explained := map[string]bool{}
@@ -80,7 +83,7 @@ func kubeScoreExplained(t *testing.T) map[string]bool {
 		explained[m[1]] = true
 	}
 	if len(explained) == 0 {
-		t.Fatalf("%s/README.md: no check in the kube-score section's table", helmChart)
+		t.Fatalf("%s/README.md: no check in the kube-score section's table", deploytest.Chart)
 	}
 	return explained
 }

@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 import (
 	"bytes"
@@ -16,6 +16,9 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/deployments/deploytest"
+	"github.com/readsync/readsync/internal/app"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/internal/kubeapi/kubeapitest"
 )
 
@@ -27,9 +30,9 @@ import (
 // fake, as an overlay or values would, and with schedules of their own.
 func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	projects := apitest.Generate(60, 1, 11)
-	names := namesOf(projects)
+	names := apptest.NamesOf(projects)
 	srv := apitest.NewServer(apitest.WithProjects(projects...),
-		apitest.WithCredentials(credentials["READSYNC_CLIENT_ID"], credentials["READSYNC_CLIENT_SECRET"]))
+		apitest.WithCredentials(deploytest.Credentials["READSYNC_CLIENT_ID"], deploytest.Credentials["READSYNC_CLIENT_SECRET"]))
 	t.Cleanup(srv.Close)
 	// Two schedules sharing names: a backfill fetches a shared name once,
 	// and so must the pods together.
@@ -39,7 +42,7 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 
 	// kustomize: the base scaled with the documented command, its settings
 	// and schedules edited in place, and the backfill overlay beside it.
-	base := scaledBase(t, 3)
+	base := deploytest.ScaledBase(t, 3)
 	var env strings.Builder
 	for k, v := range settings {
 		fmt.Fprintf(&env, "%s=%s\n", k, v)
@@ -47,37 +50,37 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(base, "readsync.env"), []byte(env.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	copyFile(t, schedules, filepath.Join(base, "schedules.yaml"))
-	backfill := filepath.Join(filepath.Dir(base), filepath.Base(k8sBackfill))
-	k := beside(kustomizeBuild(t, base), kustomizeBuild(t, backfill))
+	apptest.CopyFile(t, schedules, filepath.Join(base, "schedules.yaml"))
+	backfill := filepath.Join(filepath.Dir(base), filepath.Base(deploytest.Backfill))
+	k := beside(deploytest.KustomizeBuild(t, base), deploytest.KustomizeBuild(t, backfill))
 
 	flags := []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=2",
 		"--set-file", "schedules=" + schedules}
 	for k, v := range settings {
 		flags = append(flags, "--set-string", "settings."+k+"="+v)
 	}
-	h := helmTemplate(t, "prod", flags...)
+	h := deploytest.HelmTemplate(t, "prod", flags...)
 
 	// The StatefulSets' pods read their replicas from the API server.
 	kube := kubeapitest.NewServer(t, "readsync")
-	for _, m := range []manifests{k, h} {
-		for _, s := range all[appsv1.StatefulSet](m) {
+	for _, m := range []deploytest.Manifests{k, h} {
+		for _, s := range deploytest.All[appsv1.StatefulSet](m) {
 			kube.Apply(s)
 		}
 	}
-	kube.Allow(find[rbacv1.Role](t, k, "readsync"))
+	kube.Allow(deploytest.Find[rbacv1.Role](t, k, "readsync"))
 	for _, tt := range []struct {
 		name string
-		m    manifests
-		pods []pod
+		m    deploytest.Manifests
+		pods []deploytest.Pod
 	}{
-		{"kustomize StatefulSet", k, statefulSetPods(find[appsv1.StatefulSet](t, k, "readsync"))},
-		{"kustomize Job", k, jobPods(find[batchv1.Job](t, k, "readsync-backfill"))},
-		{"chart StatefulSet", h, statefulSetPods(find[appsv1.StatefulSet](t, h, "prod-readsync"))},
-		{"chart Job", h, jobPods(find[batchv1.Job](t, h, "prod-readsync-backfill"))},
+		{"kustomize StatefulSet", k, statefulSetPods(deploytest.Find[appsv1.StatefulSet](t, k, "readsync"))},
+		{"kustomize Job", k, jobPods(deploytest.Find[batchv1.Job](t, k, "readsync-backfill"))},
+		{"chart StatefulSet", h, statefulSetPods(deploytest.Find[appsv1.StatefulSet](t, h, "prod-readsync"))},
+		{"chart Job", h, jobPods(deploytest.Find[batchv1.Job](t, h, "prod-readsync-backfill"))},
 	} {
 		if strings.Contains(tt.name, "chart") {
-			kube.Allow(find[rbacv1.Role](t, h, "prod-readsync"))
+			kube.Allow(deploytest.Find[rbacv1.Role](t, h, "prod-readsync"))
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			if len(tt.pods) < 2 {
@@ -95,7 +98,7 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 					}
 				}
 				if n == 0 || n == len(names) {
-					t.Errorf("pod %s fetched %d of %d names: the shards do not split them", p.name, n, len(names))
+					t.Errorf("pod %s fetched %d of %d names: the shards do not split them", p.Name, n, len(names))
 				}
 			}
 			for _, name := range names {
@@ -110,18 +113,18 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	}
 }
 
-func statefulSetPods(s *appsv1.StatefulSet) []pod {
-	var pods []pod
+func statefulSetPods(s *appsv1.StatefulSet) []deploytest.Pod {
+	var pods []deploytest.Pod
 	for i := range int(*s.Spec.Replicas) {
-		pods = append(pods, statefulSetPod(s, i))
+		pods = append(pods, deploytest.StatefulSetPod(s, i))
 	}
 	return pods
 }
 
-func jobPods(j *batchv1.Job) []pod {
-	var pods []pod
+func jobPods(j *batchv1.Job) []deploytest.Pod {
+	var pods []deploytest.Pod
 	for i := range int(*j.Spec.Completions) {
-		pods = append(pods, indexedJobPod(j, i))
+		pods = append(pods, deploytest.IndexedJobPod(j, i))
 	}
 	return pods
 }
@@ -130,24 +133,24 @@ func jobPods(j *batchv1.Job) []pod {
 // pod's arguments, as a dry-run backfill: the Job's pods run exactly that
 // (written to stdout rather than ClickHouse), the daemon's pods run one
 // pass over the same shard of the names.
-func runPod(t *testing.T, m manifests, p pod, kubelet map[string]string) {
+func runPod(t *testing.T, m deploytest.Manifests, p deploytest.Pod, kubelet map[string]string) {
 	t.Helper()
-	env := podEnv(t, m, m.what+" pod "+p.name, p, exampleSecret.lookup(credentials))
-	if p.spec.AutomountServiceAccountToken != nil && *p.spec.AutomountServiceAccountToken {
+	env := deploytest.PodEnv(t, m, m.What+" pod "+p.Name, p, deploytest.ExampleSecret.Lookup(deploytest.Credentials))
+	if p.Spec.AutomountServiceAccountToken != nil && *p.Spec.AutomountServiceAccountToken {
 		maps.Copy(env, kubelet) // the API server's address and the token's mount
 	}
-	args := p.spec.Containers[0].Args
+	args := p.Spec.Containers[0].Args
 	if len(args) == 0 {
 		args = []string{"--backfill"}
 	}
 	args = append(args, "--dry-run")
 	var stderr bytes.Buffer
-	code := run(context.Background(), args, Environ(env), io.Discard, &stderr)
-	if code != exitOK {
-		t.Fatalf("pod %s: readsync %q exited %d:\n%s", p.name, args, code, stderr.String())
+	code := run(context.Background(), args, env, io.Discard, &stderr)
+	if code != app.ExitOK {
+		t.Fatalf("pod %s: readsync %q exited %d:\n%s", p.Name, args, code, stderr.String())
 	}
-	if strings.Contains(stderr.String(), credentials["READSYNC_CLIENT_SECRET"]) {
-		t.Errorf("pod %s: the log leaks the client secret", p.name)
+	if strings.Contains(stderr.String(), deploytest.Credentials["READSYNC_CLIENT_SECRET"]) {
+		t.Errorf("pod %s: the log leaks the client secret", p.Name)
 	}
 }
 
@@ -162,17 +165,6 @@ func writeTwoSchedules(t *testing.T, file string, a, b []string) {
 		}
 	}
 	if err := os.WriteFile(file, []byte(doc.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func copyFile(t *testing.T, from, to string) {
-	t.Helper()
-	b, err := os.ReadFile(from)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(to, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

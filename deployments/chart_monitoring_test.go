@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 // The chart's optional objects for the Prometheus Operator and Grafana:
 // monitors that scrape the daemon's pods on the port readsync listens on,
@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/readsync/readsync/deployments/deploytest"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -30,7 +31,7 @@ import (
 
 // dashboardFile is the repository's dashboard, of which the chart holds a
 // copy (helm reads no file outside the chart), as it does of rulesFile.
-const dashboardFile = "../../deployments/grafana/readsync.json"
+const dashboardFile = "grafana/readsync.json"
 
 // chartEverything enables every optional object of the chart.
 var chartEverything = []string{
@@ -42,7 +43,7 @@ var chartEverything = []string{
 
 func TestChartFileCopies(t *testing.T) {
 	for _, source := range []string{rulesFile, dashboardFile} {
-		cp := filepath.Join(helmChart, "files", filepath.Base(source))
+		cp := filepath.Join(deploytest.Chart, "files", filepath.Base(source))
 		a, err := os.ReadFile(source)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +62,7 @@ func TestChartFileCopies(t *testing.T) {
 // durations, labels and annotation templates as Prometheus does when it
 // reads rule_files.
 func TestPrometheusRulesCheck(t *testing.T) {
-	out, err := toolOutput(t, promtoolTool, "", "check", "rules", rulesFile)
+	out, err := deploytest.Output(t, promtoolTool, "", "check", "rules", rulesFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,16 +75,16 @@ func TestPrometheusRulesCheck(t *testing.T) {
 // Off by default: the monitoring objects need the Prometheus Operator's
 // CRDs, which a cluster may lack, and the dashboard a Grafana sidecar.
 func TestChartMonitoringOffByDefault(t *testing.T) {
-	m := helmTemplate(t, "readsync")
-	for _, o := range m.objs {
+	m := deploytest.HelmTemplate(t, "readsync")
+	for _, o := range m.Objs {
 		switch o.(type) {
 		case *monitoringv1.ServiceMonitor, *monitoringv1.PodMonitor, *monitoringv1.PrometheusRule:
-			t.Errorf("%s renders %T %s by default", m.what, o, o.GetName())
+			t.Errorf("%s renders %T %s by default", m.What, o, o.GetName())
 		}
 	}
-	for _, cm := range all[corev1.ConfigMap](m) {
+	for _, cm := range deploytest.All[corev1.ConfigMap](m) {
 		if _, ok := cm.Data["readsync.json"]; ok {
-			t.Errorf("%s renders the dashboard ConfigMap %s by default", m.what, cm.Name)
+			t.Errorf("%s renders the dashboard ConfigMap %s by default", m.What, cm.Name)
 		}
 	}
 }
@@ -94,12 +95,12 @@ func TestChartMonitoringOffByDefault(t *testing.T) {
 // are the rule file's; the dashboard is the repository's, labelled for
 // the sidecar.
 func TestChartMonitoring(t *testing.T) {
-	m := helmTemplate(t, "prod", append(slices.Clone(chartEverything), "--set", "replicaCount=3",
+	m := deploytest.HelmTemplate(t, "prod", append(slices.Clone(chartEverything), "--set", "replicaCount=3",
 		"--set", "metrics.serviceMonitor.interval=30s", "--set", "metrics.serviceMonitor.labels.release=monitoring",
 		"--set", "grafanaDashboard.folder=readsync", "--set", "grafanaDashboard.namespace=grafana")...)
 	checkLabels(t, m)
-	s := find[appsv1.StatefulSet](t, m, "prod-readsync")
-	checkDaemon(t, m, s.Name, 3, exampleSecret)
+	s := deploytest.Find[appsv1.StatefulSet](t, m, "prod-readsync")
+	checkDaemon(t, m, s.Name, 3, deploytest.ExampleSecret)
 	jobs := map[string]string{} // monitor → the job it gives the series
 
 	sm := one[monitoringv1.ServiceMonitor](t, m)
@@ -159,19 +160,19 @@ func TestChartMonitoring(t *testing.T) {
 // one returns the only object of type T.
 func one[T any, PT interface {
 	*T
-	object
-}](t *testing.T, m manifests) PT {
+	deploytest.Object
+}](t *testing.T, m deploytest.Manifests) PT {
 	t.Helper()
-	objs := all[T, PT](m)
+	objs := deploytest.All[T, PT](m)
 	if len(objs) != 1 {
-		t.Fatalf("%s renders %d %T, want 1", m.what, len(objs), PT(nil))
+		t.Fatalf("%s renders %d %T, want 1", m.What, len(objs), PT(nil))
 	}
 	return objs[0]
 }
 
 // selectedService returns the one Service of the release that a
 // ServiceMonitor selects: two would scrape each pod twice.
-func selectedService(t *testing.T, m manifests, sm *monitoringv1.ServiceMonitor) *corev1.Service {
+func selectedService(t *testing.T, m deploytest.Manifests, sm *monitoringv1.ServiceMonitor) *corev1.Service {
 	t.Helper()
 	if ns := sm.Spec.NamespaceSelector; ns.Any || len(ns.MatchNames) > 0 {
 		t.Errorf("ServiceMonitor %s: namespaceSelector %+v, want its own namespace, the release's", sm.Name, ns)
@@ -182,7 +183,7 @@ func selectedService(t *testing.T, m manifests, sm *monitoringv1.ServiceMonitor)
 		return nil
 	}
 	var selected []*corev1.Service
-	for _, svc := range all[corev1.Service](m) {
+	for _, svc := range deploytest.All[corev1.Service](m) {
 		if sel.Matches(labels.Set(svc.Labels)) {
 			selected = append(selected, svc)
 		}
@@ -200,18 +201,18 @@ func selectedService(t *testing.T, m manifests, sm *monitoringv1.ServiceMonitor)
 
 // checkSelectsDaemon checks that a selector takes the StatefulSet's pods
 // and no backfill's, which have no metrics port.
-func checkSelectsDaemon(t *testing.T, m manifests, what string, selector *metav1.LabelSelector, s *appsv1.StatefulSet) {
+func checkSelectsDaemon(t *testing.T, m deploytest.Manifests, what string, selector *metav1.LabelSelector, s *appsv1.StatefulSet) {
 	t.Helper()
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil || sel.Empty() {
 		t.Errorf("%s: selector %+v: %v", what, selector, err)
 		return
 	}
-	if !sel.Matches(labels.Set(statefulSetPod(s, 0).labels)) {
+	if !sel.Matches(labels.Set(deploytest.StatefulSetPod(s, 0).Labels)) {
 		t.Errorf("%s: selector %s does not select the pods of StatefulSet %s (%v)", what, sel, s.Name, s.Spec.Template.Labels)
 	}
-	for _, j := range all[batchv1.Job](m) {
-		if sel.Matches(labels.Set(indexedJobPod(j, 0).labels)) {
+	for _, j := range deploytest.All[batchv1.Job](m) {
+		if sel.Matches(labels.Set(deploytest.IndexedJobPod(j, 0).Labels)) {
 			t.Errorf("%s: selector %s selects the pods of Job %s", what, sel, j.Name)
 		}
 	}
@@ -219,10 +220,10 @@ func checkSelectsDaemon(t *testing.T, m manifests, what string, selector *metav1
 
 // checkMetricsPort checks that a scrape reaches readsync's /metrics: the
 // container port it names is the one READSYNC_HTTP_ADDR listens on.
-func checkMetricsPort(t *testing.T, m manifests, what string, s *appsv1.StatefulSet, port, path string) {
+func checkMetricsPort(t *testing.T, m deploytest.Manifests, what string, s *appsv1.StatefulSet, port, path string) {
 	t.Helper()
-	p := statefulSetPod(s, 0)
-	cfg, c := checkPod(t, m, what+"'s pod "+p.name, p, exampleSecret)
+	p := deploytest.StatefulSetPod(s, 0)
+	cfg, c := checkPod(t, m, what+"'s pod "+p.Name, p, deploytest.ExampleSecret)
 	_, listen, _ := strings.Cut(cfg.HTTPAddr, ":")
 	if !slices.ContainsFunc(c.Ports, func(cp corev1.ContainerPort) bool { return cp.Name == port }) {
 		t.Errorf("%s scrapes port %q, which container %s does not name", what, port, c.Name)
@@ -271,20 +272,20 @@ func ruleGroups(t *testing.T) []monitoringv1.RuleGroup {
 
 // checkDashboard checks the dashboard ConfigMap: the repository's
 // dashboard, byte for byte, labelled and annotated for Grafana's sidecar.
-func checkDashboard(t *testing.T, m manifests) {
+func checkDashboard(t *testing.T, m deploytest.Manifests) {
 	t.Helper()
 	want, err := os.ReadFile(dashboardFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var dashboards []*corev1.ConfigMap
-	for _, cm := range all[corev1.ConfigMap](m) {
+	for _, cm := range deploytest.All[corev1.ConfigMap](m) {
 		if cm.Labels["grafana_dashboard"] == "1" {
 			dashboards = append(dashboards, cm)
 		}
 	}
 	if len(dashboards) != 1 {
-		t.Fatalf("%s: %d ConfigMaps labelled grafana_dashboard: \"1\", want 1", m.what, len(dashboards))
+		t.Fatalf("%s: %d ConfigMaps labelled grafana_dashboard: \"1\", want 1", m.What, len(dashboards))
 	}
 	cm := dashboards[0]
 	if got := cm.Data["readsync.json"]; got != string(want) {
@@ -307,9 +308,9 @@ func TestCRDsMatchTheirTypes(t *testing.T) {
 		t.Fatalf("go.mod does not require %s", module)
 	}
 	version := req[1]
-	files, err := filepath.Glob(filepath.Join(crdDir, "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(deploytest.CRDs, "*.yaml"))
 	if err != nil || len(files) != 3 {
-		t.Fatalf("%s: want the CRDs of ServiceMonitor, PodMonitor and PrometheusRule, got %q (%v)", crdDir, files, err)
+		t.Fatalf("%s: want the CRDs of ServiceMonitor, PodMonitor and PrometheusRule, got %q (%v)", deploytest.CRDs, files, err)
 	}
 	for _, file := range files {
 		b, err := os.ReadFile(file)

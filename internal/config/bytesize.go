@@ -1,4 +1,4 @@
-package app
+package config
 
 import (
 	"fmt"
@@ -6,16 +6,16 @@ import (
 	"strings"
 )
 
-// byteSize is a size in bytes read from the environment: a plain number of
+// ByteSize is a size in bytes read from the environment: a plain number of
 // bytes, or a number with a KiB, MiB, GiB or TiB suffix.
-type byteSize int64
+type ByteSize int64
 
 var byteUnits = []struct {
 	suffix string
 	shift  uint
 }{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
 
-func (b *byteSize) EnvDecode(v string) error {
+func (b *ByteSize) EnvDecode(v string) error {
 	s := strings.TrimSpace(v)
 	shift := uint(0)
 	for _, u := range byteUnits {
@@ -31,6 +31,6 @@ func (b *byteSize) EnvDecode(v string) error {
 	if n > (1<<63-1)>>shift {
 		return fmt.Errorf("size %q: too large", v)
 	}
-	*b = byteSize(n << shift)
+	*b = ByteSize(n << shift)
 	return nil
 }

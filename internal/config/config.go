@@ -1,4 +1,9 @@
-package app
+// Package config is readsync's configuration: the environment variables it
+// reads, validated and parsed, with the schedules file they name. Every
+// variable is declared once, as a field of Env; loading, --help, the
+// warning about a misspelt name and the tests that hold the docs and the
+// deployments to the binary all derive from it.
+package config
 
 import (
 	"context"
@@ -22,32 +27,32 @@ import (
 	"github.com/readsync/readsync/sync"
 )
 
-// secret is a configuration value that must never be printed. Its String
+// Secret is a configuration value that must never be printed. Its String
 // and LogValue hide it, so a config struct that reaches a log line or an
 // error by accident shows nothing.
-type secret string
+type Secret string
 
-func (s *secret) EnvDecode(v string) error { *s = secret(v); return nil }
-func (s secret) String() string {
+func (s *Secret) EnvDecode(v string) error { *s = Secret(v); return nil }
+func (s Secret) String() string {
 	if s == "" {
 		return ""
 	}
 	return "[redacted]"
 }
-func (s secret) GoString() string             { return s.String() }
-func (s secret) LogValue() slog.Value         { return slog.StringValue(s.String()) }
-func (s secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+func (s Secret) GoString() string             { return s.String() }
+func (s Secret) LogValue() slog.Value         { return slog.StringValue(s.String()) }
+func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// env is the process environment readsync reads, one field per variable.
+// Env is the process environment readsync reads, one field per variable.
 // The env tag gives the name and the default or "required" (go-envconfig's
 // syntax), the help tag a one-line description. Loading, --help, the
 // unknown-variable warning and the tests all derive from these tags, so a
 // new variable is a new field with both. The names are a contract.
-type env struct {
+type Env struct {
 	APIBaseURL     string        `env:"READSYNC_API_BASE_URL, required" help:"scheme and host of the API, such as https://api.example.com"`
 	ClientID       string        `env:"READSYNC_CLIENT_ID, required" help:"sent as the client_id header"`
-	ClientSecret   secret        `env:"READSYNC_CLIENT_SECRET, required" help:"sent as the client_secret header; never logged"`
-	ClickHouseDSN  secret        `env:"READSYNC_CLICKHOUSE_DSN" help:"clickhouse://user:password@host:9000/database (native protocol); required unless --dry-run"`
+	ClientSecret   Secret        `env:"READSYNC_CLIENT_SECRET, required" help:"sent as the client_secret header; never logged"`
+	ClickHouseDSN  Secret        `env:"READSYNC_CLICKHOUSE_DSN" help:"clickhouse://user:password@host:9000/database (native protocol); required unless --dry-run"`
 	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE" help:"PEM file of the CA that signed ClickHouse's certificate; needs secure=true in the DSN"`
 	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml" help:"path of the schedules file"`
 	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8" help:"names in flight at once, 1 to 1024"`
@@ -64,10 +69,10 @@ type env struct {
 	MaxRetries       int           `env:"READSYNC_MAX_RETRIES, default=4" help:"retries of a transiently failed upstream request, 0 to 100"`
 	RetryBackoff     time.Duration `env:"READSYNC_RETRY_BACKOFF, default=500ms" help:"wait before the first retry, upstream and database; doubles up to 30s"`
 	RateLimit        float64       `env:"READSYNC_RATE_LIMIT, default=20" help:"upstream requests per second, retries included; 0 for no limit"`
-	MaxResponseBytes byteSize      `env:"READSYNC_MAX_RESPONSE_BYTES, default=256MiB" help:"largest response body accepted"`
+	MaxResponseBytes ByteSize      `env:"READSYNC_MAX_RESPONSE_BYTES, default=256MiB" help:"largest response body accepted"`
 
 	SpoolDir           string        `env:"READSYNC_SPOOL_DIR, default=./spool" help:"directory for rows ClickHouse did not take"`
-	SpoolMaxBytes      byteSize      `env:"READSYNC_SPOOL_MAX_BYTES, default=1GiB" help:"size limit of the spool"`
+	SpoolMaxBytes      ByteSize      `env:"READSYNC_SPOOL_MAX_BYTES, default=1GiB" help:"size limit of the spool"`
 	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s" help:"how often the daemon retries delivering the spool"`
 	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s" help:"how long a running pass may go on after SIGTERM or SIGINT"`
 
@@ -81,9 +86,9 @@ type env struct {
 	KubernetesPort    string `env:"KUBERNETES_SERVICE_PORT" help:"the Kubernetes API server's port, which Kubernetes sets in every pod; for READSYNC_SHARD=<pod>/statefulset"`
 }
 
-// config is env validated and parsed, plus the schedules file.
-type config struct {
-	env
+// Config is Env validated and parsed, plus the schedules file.
+type Config struct {
+	Env
 	Location *time.Location
 	LogLevel slog.Level
 	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
@@ -97,14 +102,14 @@ type config struct {
 	Schedules []sync.Schedule
 	// Unknown lists the READSYNC_ variables set in the environment that
 	// readsync does not read.
-	Unknown []unknownVariable
+	Unknown []UnknownVariable
 }
 
-// unknownVariable is a READSYNC_ variable readsync does not read, most
+// UnknownVariable is a READSYNC_ variable readsync does not read, most
 // likely a typo of Guess when Guess is set.
-type unknownVariable struct{ Name, Guess string }
+type UnknownVariable struct{ Name, Guess string }
 
-func (u unknownVariable) String() string {
+func (u UnknownVariable) String() string {
 	if u.Guess == "" {
 		return u.Name + " is not a readsync variable"
 	}
@@ -112,7 +117,7 @@ func (u unknownVariable) String() string {
 }
 
 // Environ is an environment that can list the names set in it, so that a
-// misspelt variable is noticed. main passes the process's; Run accepts any
+// misspelt variable is noticed. main passes the process's; Load accepts any
 // envconfig.Lookuper and checks names only when it is an Environ.
 type Environ map[string]string
 
@@ -132,7 +137,7 @@ func (e Environ) Lookup(key string) (string, bool) {
 	return v, ok
 }
 
-// Variable is one environment variable readsync reads, as env's tags
+// Variable is one environment variable readsync reads, as Env's tags
 // declare it.
 type Variable struct {
 	Name string
@@ -154,15 +159,15 @@ func Variables() []Variable {
 	return vs
 }
 
-// variable describes one environment variable, read from env's tags.
+// variable describes one environment variable, read from Env's tags.
 type variable struct {
 	Variable
 	field reflect.StructField
 }
 
-// variables lists env's variables in declaration order.
+// variables lists Env's variables in declaration order.
 func variables() []variable {
-	t := reflect.TypeFor[env]()
+	t := reflect.TypeFor[Env]()
 	vs := make([]variable, 0, t.NumField())
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -192,7 +197,7 @@ func (v variable) form() string {
 	switch t := v.field.Type; {
 	case t == reflect.TypeFor[time.Duration]():
 		return "a Go duration such as " + example("30s")
-	case t == reflect.TypeFor[byteSize]():
+	case t == reflect.TypeFor[ByteSize]():
 		return "a size in bytes, optionally with KiB, MiB, GiB or TiB, such as " + example("256MiB")
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		return "a whole number such as " + example("8")
@@ -219,21 +224,21 @@ func (p *problems) bad(name, form string) {
 // add reports err, which already names the variable.
 func (p *problems) add(err error) { p.errs = append(p.errs, err) }
 
-// loadConfig reads the environment through lookup, validates every value
+// Load reads the environment through lookup, validates every value
 // and loads the schedules file, reporting every problem at once. needDSN
 // is false for a dry run, which writes nowhere.
-func loadConfig(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*config, error) {
-	c := &config{}
+func Load(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*Config, error) {
+	c := &Config{}
 	p := &problems{raw: map[string]string{}}
-	target := reflect.ValueOf(&c.env).Elem()
+	target := reflect.ValueOf(&c.Env).Elem()
 	decoded := map[string]bool{}
 	for _, v := range variables() {
 		raw, set := lookup.Lookup(v.Name)
 		if !set {
 			raw = v.Default
 		}
-		if v.field.Type == reflect.TypeFor[secret]() {
-			raw = secret(raw).String()
+		if v.field.Type == reflect.TypeFor[Secret]() {
+			raw = Secret(raw).String()
 		}
 		p.raw[v.Name] = raw
 		val, err := decodeVariable(ctx, lookup, v)
@@ -278,18 +283,39 @@ func decodeVariable(ctx context.Context, lookup envconfig.Lookuper, v variable) 
 }
 
 // validate checks the decoded values, skipping variables that did not
-// decode (their zero value would only repeat the problem).
-func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
-	check := func(name string, ok func() bool, form string) {
-		if decoded[name] && !ok() {
-			p.bad(name, form)
-		}
-	}
+// decode (their zero value would only repeat the problem), and parses
+// those that become more than their text.
+func (c *Config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	if decoded["READSYNC_API_BASE_URL"] {
 		if _, err := apiclient.ParseBaseURL(c.APIBaseURL); err != nil {
 			p.add(fmt.Errorf("READSYNC_API_BASE_URL=%q: %w", redactedURL(c.APIBaseURL), err))
 		}
 	}
+	c.checkRanges(p, decoded)
+	c.parseShard(p, decoded)
+	c.parseLogAndZone(p, decoded)
+	if topo, err := parseTopology(c.ClickHouseCluster, c.ClickHouseReplicaPath); err != nil {
+		p.add(err)
+	} else {
+		c.Topology = topo
+	}
+	if decoded["READSYNC_CLICKHOUSE_DSN"] {
+		c.parseDSN(p, needDSN)
+	}
+}
+
+// check reports the variable name as bad when it decoded but ok says its
+// value is out of range.
+func (p *problems) check(decoded map[string]bool, name string, ok func() bool, form string) {
+	if decoded[name] && !ok() {
+		p.bad(name, form)
+	}
+}
+
+// checkRanges checks the values that are used as they are: each within
+// its range.
+func (c *Config) checkRanges(p *problems, decoded map[string]bool) {
+	check := func(name string, ok func() bool, form string) { p.check(decoded, name, ok, form) }
 	check("READSYNC_CLIENT_ID", func() bool { return strings.TrimSpace(c.ClientID) != "" }, "the API client id, not empty")
 	check("READSYNC_CLIENT_SECRET", func() bool { return c.ClientSecret != "" }, "the API client secret, not empty")
 	check("READSYNC_CONCURRENCY", func() bool { return c.Concurrency >= 1 && c.Concurrency <= 1024 },
@@ -308,7 +334,12 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 	check("READSYNC_SPOOL_MAX_BYTES", func() bool { return c.SpoolMaxBytes >= 1 }, "a positive size such as 1GiB")
 	check("READSYNC_SPOOL_FLUSH_INTERVAL", func() bool { return c.SpoolFlushInterval > 0 }, "a positive Go duration such as 30s")
 	check("READSYNC_SHUTDOWN_GRACE", func() bool { return c.ShutdownGrace >= 0 }, "a Go duration of 0 or more, such as 30s")
-	check("READSYNC_SHARD", func() bool {
+}
+
+// parseShard parses READSYNC_SHARD into Member or ShardOf, and checks that
+// a StatefulSet member can reach the Kubernetes API with its service account.
+func (c *Config) parseShard(p *problems, decoded map[string]bool) {
+	p.check(decoded, "READSYNC_SHARD", func() bool {
 		if m, ok, err := shard.ParseMember(c.Shard); ok {
 			c.Member = &m
 			return err == nil
@@ -321,25 +352,26 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		p.add(fmt.Errorf("READSYNC_SHARD=%q: reads the StatefulSet's replicas from the Kubernetes API, but KUBERNETES_SERVICE_HOST=%q and KUBERNETES_SERVICE_PORT=%q, which Kubernetes sets in every pod: run it in the StatefulSet's pod, or set READSYNC_SHARD to i/n",
 			c.Shard, c.KubernetesHost, c.KubernetesPort))
 	}
-	check("READSYNC_SERVICEACCOUNT_DIR", func() bool { return strings.TrimSpace(c.ServiceAccountDir) != "" },
+	p.check(decoded, "READSYNC_SERVICEACCOUNT_DIR", func() bool { return strings.TrimSpace(c.ServiceAccountDir) != "" },
 		"the directory of the service account's token, ca.crt and namespace, such as /var/run/secrets/kubernetes.io/serviceaccount")
-	check("READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.env.LogLevel)) == nil },
+}
+
+// parseLogAndZone parses the log level and format and the source's time zone.
+func (c *Config) parseLogAndZone(p *problems, decoded map[string]bool) {
+	p.check(decoded, "READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.Env.LogLevel)) == nil },
 		"one of debug, info, warn or error")
-	check("READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },
+	p.check(decoded, "READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },
 		"text or json, or unset")
-	check("READSYNC_SOURCE_TIMEZONE", func() bool {
+	p.check(decoded, "READSYNC_SOURCE_TIMEZONE", func() bool {
 		loc, err := time.LoadLocation(c.SourceTimezone)
 		c.Location = loc
 		return err == nil
 	}, "an IANA time zone such as UTC or Asia/Shanghai")
-	if topo, err := parseTopology(c.ClickHouseCluster, c.ClickHouseReplicaPath); err != nil {
-		p.add(err)
-	} else {
-		c.Topology = topo
-	}
-	if !decoded["READSYNC_CLICKHOUSE_DSN"] {
-		return
-	}
+}
+
+// parseDSN parses READSYNC_CLICKHOUSE_DSN with the CA file it may need.
+// The DSN holds a password: its errors describe it without quoting it.
+func (c *Config) parseDSN(p *problems, needDSN bool) {
 	if c.ClickHouseDSN == "" {
 		if needDSN {
 			p.add(errors.New("READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse): " +
@@ -347,7 +379,6 @@ func (c *config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		}
 		return
 	}
-	// The DSN holds a password: its errors describe it without quoting it.
 	dsn, err := chconn.ParseDSN(string(c.ClickHouseDSN))
 	if err == nil {
 		err = dsn.CheckAddrs()
@@ -392,20 +423,20 @@ func parseTopology(cluster, replicaPath string) (chconn.Topology, error) {
 // unknownVariables lists the READSYNC_ variables set in e that neither
 // readsync nor the project's scripts and tests read, each with the known
 // name it most resembles when one is close: most are typos.
-func unknownVariables(e Environ) []unknownVariable {
+func unknownVariables(e Environ) []UnknownVariable {
 	known := map[string]bool{}
 	var names []string
 	for _, v := range variables() {
 		known[v.Name] = true
 		names = append(names, v.Name)
 	}
-	var unknown []unknownVariable
+	var unknown []UnknownVariable
 	for k := range e {
 		if strings.HasPrefix(k, "READSYNC_") && !known[k] && !isToolVariable(k) {
-			unknown = append(unknown, unknownVariable{Name: k, Guess: closest(k, names)})
+			unknown = append(unknown, UnknownVariable{Name: k, Guess: closest(k, names)})
 		}
 	}
-	slices.SortFunc(unknown, func(a, b unknownVariable) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(unknown, func(a, b UnknownVariable) int { return strings.Compare(a.Name, b.Name) })
 	return unknown
 }
 
@@ -466,10 +497,10 @@ func redactedURL(s string) string {
 	return s
 }
 
-// sendsSecretInClear reports whether the API base URL is plain http to a
+// SendsSecretInClear reports whether the API base URL is plain http to a
 // host other than this machine: the client secret, a header, would cross
 // the network unencrypted. Loopback is 127.0.0.0/8, ::1 and localhost.
-func sendsSecretInClear(baseURL string) bool {
+func SendsSecretInClear(baseURL string) bool {
 	u, err := apiclient.ParseBaseURL(baseURL)
 	if err != nil || u.Scheme != "http" {
 		return false

@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 // The Kubernetes manifests are a contract with this binary: the variables
 // they set, the flags they pass, the port the probes use, the shard each
@@ -14,18 +14,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,67 +36,30 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/readsync/readsync/deployments/deploytest"
+	"github.com/readsync/readsync/internal/app"
+	"github.com/readsync/readsync/internal/apptest"
+	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/internal/shard"
 
 	rsync "github.com/readsync/readsync/sync"
 )
 
 const (
-	k8sBase     = "../../deployments/k8s"
-	k8sBackfill = "../../deployments/k8s-backfill"
-	k8sVerify   = "../../deployments/k8s-verify"
-	helmChart   = "../../deployments/helm/readsync"
 	// kubernetesDoc shows the replicas overlay that TestManifestReplicas checks.
-	kubernetesDoc = "../../docs/kubernetes.md"
+	kubernetesDoc = "../docs/kubernetes.md"
 	// k8sReplicas is the documented overlay that scales the base.
 	k8sReplicas   = "testdata/k8s-replicas"
 	appLabel      = "app.kubernetes.io/name"
 	containerName = "readsync"
 )
 
-// secretRef says which Secret and keys the credentials come from; they
-// must never be literals in a manifest.
-type secretRef struct {
-	name string
-	keys map[string]string // variable → key
-}
-
-// exampleSecret is the Secret of secret.example.yaml and the chart's
-// default values.
-var exampleSecret = secretRef{name: "readsync", keys: map[string]string{
-	"READSYNC_CLIENT_ID":      "client-id",
-	"READSYNC_CLIENT_SECRET":  "client-secret",
-	"READSYNC_CLICKHOUSE_DSN": "clickhouse-dsn",
-}}
-
-// credentials are what the tests put in the Secret, by variable.
-var credentials = map[string]string{
-	"READSYNC_CLIENT_ID":      "1001",
-	"READSYNC_CLIENT_SECRET":  "manifest-test-secret",
-	"READSYNC_CLICKHOUSE_DSN": "clickhouse://readsync:pw@clickhouse:9000/readsync",
-}
-
-// lookup reads the Secret as the kubelet would, holding credentials.
-func (s secretRef) lookup(creds map[string]string) secretLookup {
-	return func(name, key string) (string, error) {
-		if name != s.name {
-			return "", fmt.Errorf("Secret %q, want %q", name, s.name)
-		}
-		for v, k := range s.keys {
-			if k == key {
-				return creds[v], nil
-			}
-		}
-		return "", fmt.Errorf("Secret %s has no key %q", name, key)
-	}
-}
-
 func TestManifestSchedulesCopy(t *testing.T) {
-	root, err := os.ReadFile("../../schedules.yaml")
+	root, err := os.ReadFile("../schedules.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cp := range []string{filepath.Join(k8sBase, "schedules.yaml"), filepath.Join(helmChart, "files", "schedules.yaml")} {
+	for _, cp := range []string{filepath.Join(deploytest.Base, "schedules.yaml"), filepath.Join(deploytest.Chart, "files", "schedules.yaml")} {
 		b, err := os.ReadFile(cp)
 		if err != nil {
 			t.Fatal(err)
@@ -112,17 +72,17 @@ func TestManifestSchedulesCopy(t *testing.T) {
 }
 
 func TestManifestSecretExample(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(k8sBase, "secret.example.yaml"))
+	b, err := os.ReadFile(filepath.Join(deploytest.Base, "secret.example.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := decodeObject(b)
+	o, err := deploytest.DecodeObject(b)
 	if err != nil {
 		t.Fatalf("secret.example.yaml: %v", err)
 	}
 	s, ok := o.(*corev1.Secret)
-	if !ok || s.Name != exampleSecret.name {
-		t.Fatalf("secret.example.yaml: want a Secret named %s, got %T %s", exampleSecret.name, o, o.GetName())
+	if !ok || s.Name != deploytest.ExampleSecret.Name {
+		t.Fatalf("secret.example.yaml: want a Secret named %s, got %T %s", deploytest.ExampleSecret.Name, o, o.GetName())
 	}
 	var keys []string
 	for k, v := range s.StringData {
@@ -132,7 +92,7 @@ func TestManifestSecretExample(t *testing.T) {
 		}
 	}
 	var want []string
-	for _, k := range exampleSecret.keys {
+	for _, k := range deploytest.ExampleSecret.Keys {
 		want = append(want, k)
 	}
 	slices.Sort(keys)
@@ -140,20 +100,20 @@ func TestManifestSecretExample(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Errorf("secret.example.yaml has keys %q, the manifests read %q", keys, want)
 	}
-	for _, m := range []manifests{kustomizeBuild(t, k8sBase), helmTemplate(t, "readsync", "--set", "backfill.enabled=true")} {
-		for _, s := range all[corev1.Secret](m) {
-			t.Errorf("%s renders Secret %q: applying it would overwrite real credentials", m.what, s.Name)
+	for _, m := range []deploytest.Manifests{deploytest.KustomizeBuild(t, deploytest.Base), deploytest.HelmTemplate(t, "readsync", "--set", "backfill.enabled=true")} {
+		for _, s := range deploytest.All[corev1.Secret](m) {
+			t.Errorf("%s renders Secret %q: applying it would overwrite real credentials", m.What, s.Name)
 		}
 	}
 }
 
 func TestManifestDaemon(t *testing.T) {
-	m := kustomizeBuild(t, k8sBase)
+	m := deploytest.KustomizeBuild(t, deploytest.Base)
 	checkLabels(t, m)
-	if n := len(all[batchv1.Job](m)); n != 0 {
+	if n := len(deploytest.All[batchv1.Job](m)); n != 0 {
 		t.Errorf("the base renders %d Jobs; the backfill belongs in deployments/k8s-backfill", n)
 	}
-	checkDaemon(t, m, "readsync", 1, exampleSecret)
+	checkDaemon(t, m, "readsync", 1, deploytest.ExampleSecret)
 }
 
 // Scaling is the StatefulSet's replicas and nothing else: with the
@@ -175,75 +135,68 @@ func TestManifestReplicas(t *testing.T) {
 	for _, tt := range []struct {
 		dir      string
 		replicas int
-	}{{scaledBase(t, 4), 4}, {k8sReplicas, 3}} {
-		m := kustomizeBuild(t, tt.dir)
+	}{{deploytest.ScaledBase(t, 4), 4}, {k8sReplicas, 3}} {
+		m := deploytest.KustomizeBuild(t, tt.dir)
 		checkLabels(t, m)
-		checkDaemon(t, m, "readsync", tt.replicas, exampleSecret)
+		checkDaemon(t, m, "readsync", tt.replicas, deploytest.ExampleSecret)
 	}
 
-	prefixed := filepath.Join(filepath.Dir(scaledBase(t, 2)), "team")
+	prefixed := filepath.Join(filepath.Dir(deploytest.ScaledBase(t, 2)), "team")
 	if err := os.MkdirAll(prefixed, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(prefixed, "kustomization.yaml"), "resources:\n  - ../k8s\nnamePrefix: team-\nnamespace: team\n")
-	m := kustomizeBuild(t, prefixed)
-	checkDaemon(t, m, "team-readsync", 2, exampleSecret)
+	apptest.WriteFile(t, filepath.Join(prefixed, "kustomization.yaml"), "resources:\n  - ../k8s\nnamePrefix: team-\nnamespace: team\n")
+	m := deploytest.KustomizeBuild(t, prefixed)
+	checkDaemon(t, m, "team-readsync", 2, deploytest.ExampleSecret)
 }
 
 func TestManifestBackfill(t *testing.T) {
-	b := kustomizeBuild(t, k8sBackfill)
+	b := deploytest.KustomizeBuild(t, deploytest.Backfill)
 	checkLabels(t, b)
 	checkBackfillAlone(t, b)
-	m := beside(kustomizeBuild(t, k8sBase), b)
-	checkBackfill(t, m, "readsync-backfill", 3, exampleSecret)
-	if j := find[batchv1.Job](t, m, "readsync-backfill"); j.Spec.TTLSecondsAfterFinished == nil {
+	m := beside(deploytest.KustomizeBuild(t, deploytest.Base), b)
+	checkBackfill(t, m, "readsync-backfill", 3, deploytest.ExampleSecret)
+	if j := deploytest.Find[batchv1.Job](t, m, "readsync-backfill"); j.Spec.TTLSecondsAfterFinished == nil {
 		t.Errorf("Job readsync-backfill: want a ttlSecondsAfterFinished, so that the next apply can start a new one")
 	}
 
 	// The same configuration as the daemon: everything but the
 	// daemon-only port, probes and arguments, and the spool and shard
 	// that differ by design, must be equal.
-	d := find[appsv1.StatefulSet](t, m, "readsync").Spec.Template.Spec
-	j := find[batchv1.Job](t, m, "readsync-backfill").Spec.Template.Spec
+	d := deploytest.Find[appsv1.StatefulSet](t, m, "readsync").Spec.Template.Spec
+	j := deploytest.Find[batchv1.Job](t, m, "readsync-backfill").Spec.Template.Spec
 	compareSharedPod(t, "StatefulSet readsync", &d, "Job readsync-backfill", &j)
 
 	// parallelism is the one number of a backfill: completions and every
 	// index's shard count follow it.
 	dir := scaledBackfill(t, 5)
-	scaled := beside(kustomizeBuild(t, filepath.Join(filepath.Dir(dir), filepath.Base(k8sBase))), kustomizeBuild(t, dir))
-	checkBackfill(t, scaled, "readsync-backfill", 5, exampleSecret)
+	scaled := beside(deploytest.KustomizeBuild(t, filepath.Join(filepath.Dir(dir), filepath.Base(deploytest.Base))), deploytest.KustomizeBuild(t, dir))
+	checkBackfill(t, scaled, "readsync-backfill", 5, deploytest.ExampleSecret)
 }
 
 // checkBackfillAlone checks that a backfill's rendering holds the Job and
 // what only it needs, so that applying it leaves the daemon as it is.
-func checkBackfillAlone(t *testing.T, m manifests) {
+func checkBackfillAlone(t *testing.T, m deploytest.Manifests) {
 	t.Helper()
-	for _, o := range m.objs {
+	for _, o := range m.Objs {
 		switch o.(type) {
 		// A NetworkPolicy selects the release's own pods (TestChartNetworkPolicy).
 		case *batchv1.Job, *corev1.PersistentVolumeClaim, *networkingv1.NetworkPolicy:
 		default:
-			t.Errorf("%s renders %T %s: applying a backfill must not touch the daemon's objects", m.what, o, o.GetName())
+			t.Errorf("%s renders %T %s: applying a backfill must not touch the daemon's objects", m.What, o, o.GetName())
 		}
 	}
-	for _, j := range all[batchv1.Job](m) {
+	for _, j := range deploytest.All[batchv1.Job](m) {
 		if l := j.Spec.Template.Labels["app.kubernetes.io/component"]; l != "backfill" {
-			t.Errorf("%s: Job %s's pods are labelled component %q; the daemon's Services select daemon", m.what, j.Name, l)
+			t.Errorf("%s: Job %s's pods are labelled component %q; the daemon's Services select daemon", m.What, j.Name, l)
 		}
 	}
 }
 
 // beside is what a cluster holds once both renderings are applied: the
 // backfill's Job refers to the daemon's ConfigMaps by name.
-func beside(daemon, backfill manifests) manifests {
-	return manifests{what: backfill.what + " beside " + daemon.what, objs: append(slices.Clone(daemon.objs), backfill.objs...)}
-}
-
-func writeFile(t *testing.T, file, content string) {
-	t.Helper()
-	if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
+func beside(daemon, backfill deploytest.Manifests) deploytest.Manifests {
+	return deploytest.Manifests{What: backfill.What + " beside " + daemon.What, Objs: append(slices.Clone(daemon.Objs), backfill.Objs...)}
 }
 
 // compareSharedPod reports what differs between the daemon's and the
@@ -281,33 +234,33 @@ func compareSharedPod(t *testing.T, aWhat string, a *corev1.PodSpec, bWhat strin
 // checkDaemon checks the StatefulSet: replicas pods, each taking its own
 // shard of replicas from its name; the spool on a claim per pod; probes
 // and Services on the port readsync listens on.
-func checkDaemon(t *testing.T, m manifests, name string, replicas int, secret secretRef) {
+func checkDaemon(t *testing.T, m deploytest.Manifests, name string, replicas int, secret deploytest.SecretRef) {
 	t.Helper()
-	s := find[appsv1.StatefulSet](t, m, name)
-	what := m.what + ": StatefulSet " + name
+	s := deploytest.Find[appsv1.StatefulSet](t, m, name)
+	what := m.What + ": StatefulSet " + name
 	if s.Spec.Replicas == nil || int(*s.Spec.Replicas) != replicas {
 		t.Errorf("%s: replicas %v, want %d", what, s.Spec.Replicas, replicas)
 	}
-	var cfg *config
+	var cfg *config.Config
 	for ordinal := range replicas {
-		p := statefulSetPod(s, ordinal)
+		p := deploytest.StatefulSetPod(s, ordinal)
 		var c *corev1.Container
-		cfg, c = checkPod(t, m, fmt.Sprintf("%s pod %s", what, p.name), p, secret)
+		cfg, c = checkPod(t, m, fmt.Sprintf("%s pod %s", what, p.Name), p, secret)
 		// The count is the StatefulSet's replicas however they change, so
 		// the pod reads it rather than carrying a copy.
-		want := shard.Member{Pod: p.name, Set: s.Name, Ordinal: uint32(ordinal)}
+		want := shard.Member{Pod: p.Name, Set: s.Name, Ordinal: uint32(ordinal)}
 		if cfg.Member == nil || *cfg.Member != want || cfg.ShardOf.Count != 0 {
 			t.Errorf("%s: pod %s takes shard %v of StatefulSet %+v, want its ordinal of its StatefulSet's replicas (%+v)",
-				what, p.name, cfg.ShardOf, cfg.Member, want)
+				what, p.Name, cfg.ShardOf, cfg.Member, want)
 		}
 		checkProbes(t, what, c, cfg)
-		checkTokenFor(t, m, what, &p.spec, s.Name)
+		checkTokenFor(t, m, what, &p.Spec, s.Name)
 	}
 	if cfg == nil {
 		return
 	}
 	// The spool is on the pod's own claim, which outlives the pod.
-	mount, _ := mountOf(&s.Spec.Template.Spec, cfg.SpoolDir)
+	mount, _ := deploytest.MountOf(&s.Spec.Template.Spec, cfg.SpoolDir)
 	var claim *corev1.PersistentVolumeClaim
 	for i, vct := range s.Spec.VolumeClaimTemplates {
 		if mount != nil && vct.Name == mount.Name {
@@ -330,41 +283,41 @@ func checkDaemon(t *testing.T, m manifests, name string, replicas int, secret se
 // daemon's pods and no backfill's, and that it lets a drain proceed: with
 // every pod ready, at least one may be evicted, however few the replicas,
 // and a pod that is not ready (ClickHouse down) may always be.
-func checkDisruptionBudget(t *testing.T, m manifests, s *appsv1.StatefulSet) {
+func checkDisruptionBudget(t *testing.T, m deploytest.Manifests, s *appsv1.StatefulSet) {
 	t.Helper()
 	var budgets []*policyv1.PodDisruptionBudget
-	for _, b := range all[policyv1.PodDisruptionBudget](m) {
+	for _, b := range deploytest.All[policyv1.PodDisruptionBudget](m) {
 		sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
 		if err != nil {
-			t.Errorf("%s: PodDisruptionBudget %s: selector: %v", m.what, b.Name, err)
+			t.Errorf("%s: PodDisruptionBudget %s: selector: %v", m.What, b.Name, err)
 			continue
 		}
-		if sel.Empty() || !sel.Matches(labels.Set(statefulSetPod(s, 0).labels)) {
+		if sel.Empty() || !sel.Matches(labels.Set(deploytest.StatefulSetPod(s, 0).Labels)) {
 			continue
 		}
 		budgets = append(budgets, b)
-		for _, j := range all[batchv1.Job](m) {
-			if sel.Matches(labels.Set(indexedJobPod(j, 0).labels)) {
-				t.Errorf("%s: PodDisruptionBudget %s selects the pods of Job %s: a backfill's would count against the daemon's budget", m.what, b.Name, j.Name)
+		for _, j := range deploytest.All[batchv1.Job](m) {
+			if sel.Matches(labels.Set(deploytest.IndexedJobPod(j, 0).Labels)) {
+				t.Errorf("%s: PodDisruptionBudget %s selects the pods of Job %s: a backfill's would count against the daemon's budget", m.What, b.Name, j.Name)
 			}
 		}
 	}
 	if len(budgets) != 1 {
-		t.Errorf("%s: %d PodDisruptionBudgets select the pods of StatefulSet %s, want 1", m.what, len(budgets), s.Name)
+		t.Errorf("%s: %d PodDisruptionBudgets select the pods of StatefulSet %s, want 1", m.What, len(budgets), s.Name)
 		return
 	}
 	b := budgets[0]
 	replicas := int(*s.Spec.Replicas)
 	switch allowed, err := disruptionsAllowed(b, replicas, replicas); {
 	case err != nil:
-		t.Errorf("%s: PodDisruptionBudget %s: %v", m.what, b.Name, err)
+		t.Errorf("%s: PodDisruptionBudget %s: %v", m.What, b.Name, err)
 	case allowed < 1:
 		t.Errorf("%s: PodDisruptionBudget %s lets no pod of %d ready ones be evicted: a drain of their node would never end",
-			m.what, b.Name, replicas)
+			m.What, b.Name, replicas)
 	}
 	if p := b.Spec.UnhealthyPodEvictionPolicy; p == nil || *p != policyv1.AlwaysAllow {
 		t.Errorf("%s: PodDisruptionBudget %s: unhealthyPodEvictionPolicy %v, want AlwaysAllow: pods unready while ClickHouse is down would hold up drains",
-			m.what, b.Name, p)
+			m.What, b.Name, p)
 	}
 }
 
@@ -395,10 +348,10 @@ func disruptionsAllowed(b *policyv1.PodDisruptionBudget, replicas, healthy int) 
 
 // checkBackfill checks the Indexed Job: n indexes, index i taking shard i
 // of n, each spooling into its own directory of a persistent claim.
-func checkBackfill(t *testing.T, m manifests, name string, n int, secret secretRef) {
+func checkBackfill(t *testing.T, m deploytest.Manifests, name string, n int, secret deploytest.SecretRef) {
 	t.Helper()
-	j := find[batchv1.Job](t, m, name)
-	what := m.what + ": Job " + name
+	j := deploytest.Find[batchv1.Job](t, m, name)
+	what := m.What + ": Job " + name
 	spec := j.Spec
 	if spec.CompletionMode == nil || *spec.CompletionMode != batchv1.IndexedCompletion {
 		t.Errorf("%s: completionMode %v, want Indexed", what, spec.CompletionMode)
@@ -413,31 +366,30 @@ func checkBackfill(t *testing.T, m manifests, name string, n int, secret secretR
 	if p := pod0.RestartPolicy; p != corev1.RestartPolicyNever {
 		t.Errorf("%s: restartPolicy %q, want Never", what, p)
 	}
-	f, err := parseFlags(pod0.Containers[0].Args, io.Discard)
-	if err != nil || !f.backfill {
-		t.Errorf("%s: args %q: want a --backfill the binary accepts (flags %+v, error %v)", what, pod0.Containers[0].Args, f, err)
+	if backfill, err := app.IsBackfill(pod0.Containers[0].Args); err != nil || !backfill {
+		t.Errorf("%s: args %q: want a --backfill the binary accepts (backfill %t, error %v)", what, pod0.Containers[0].Args, backfill, err)
 	}
 	dirs := map[string]int{}
-	var cfg *config
+	var cfg *config.Config
 	for index := range n {
-		p := indexedJobPod(j, index)
+		p := deploytest.IndexedJobPod(j, index)
 		cfg, _ = checkPod(t, m, fmt.Sprintf("%s index %d", what, index), p, secret)
-		if p.spec.AutomountServiceAccountToken == nil || *p.spec.AutomountServiceAccountToken {
+		if p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
 			t.Errorf("%s index %d mounts a service account token; a backfill never calls the Kubernetes API", what, index)
 		}
 		if want := (rsync.Shard{Index: uint32(index), Count: uint32(n)}); n > 1 && cfg.ShardOf != want {
 			t.Errorf("%s: index %d takes shard %v, want %v", what, index, cfg.ShardOf, want)
 		}
-		mount, vol := mountOf(&p.spec, cfg.SpoolDir)
+		mount, vol := deploytest.MountOf(&p.Spec, cfg.SpoolDir)
 		if mount == nil || vol == nil || vol.PersistentVolumeClaim == nil {
 			t.Errorf("%s: the spool must be a PersistentVolumeClaim, or rows spooled by a backfill vanish with its pod", what)
 			return
 		}
-		env, err := containerEnv(m, p, &p.spec.Containers[0], secret.lookup(credentials))
+		env, err := deploytest.ContainerEnv(m, p, &p.Spec.Containers[0], secret.Lookup(deploytest.Credentials))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub, err := expandSubPath(mount.SubPathExpr, env)
+		sub, err := deploytest.ExpandSubPath(mount.SubPathExpr, env)
 		if err != nil {
 			t.Errorf("%s index %d: the spool's %v", what, index, err)
 		}
@@ -449,8 +401,8 @@ func checkBackfill(t *testing.T, m manifests, name string, n int, secret secretR
 		}
 	}
 	if cfg != nil {
-		_, vol := mountOf(pod0, cfg.SpoolDir)
-		claim := find[corev1.PersistentVolumeClaim](t, m, vol.PersistentVolumeClaim.ClaimName)
+		_, vol := deploytest.MountOf(pod0, cfg.SpoolDir)
+		claim := deploytest.Find[corev1.PersistentVolumeClaim](t, m, vol.PersistentVolumeClaim.ClaimName)
 		checkClaimSize(t, what, claim, cfg, n)
 	}
 }
@@ -459,16 +411,16 @@ func checkBackfill(t *testing.T, m manifests, name string, n int, secret secretR
 // against the binary's, credentials from the Secret, the mounts behind the
 // paths, security settings, resources and the shutdown grace. It returns
 // the configuration the binary loads in that pod.
-func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (*config, *corev1.Container) {
+func checkPod(t *testing.T, m deploytest.Manifests, what string, p deploytest.Pod, secret deploytest.SecretRef) (*config.Config, *corev1.Container) {
 	t.Helper()
-	pod := &p.spec
+	pod := &p.Spec
 	if len(pod.Containers) != 1 || pod.Containers[0].Name != containerName {
 		t.Fatalf("%s: want one container named %s, got %d", what, containerName, len(pod.Containers))
 	}
 	c := &pod.Containers[0]
 	checkVariables(t, m, what, p, c, secret)
-	env := podEnv(t, m, what, p, secret.lookup(credentials))
-	cfg, err := loadConfig(context.Background(), Environ(env), true)
+	env := deploytest.PodEnv(t, m, what, p, secret.Lookup(deploytest.Credentials))
+	cfg, err := config.Load(context.Background(), config.Environ(env), true)
 	if err != nil {
 		t.Fatalf("%s: readsync rejects the manifests' configuration: %v", what, err)
 	}
@@ -487,7 +439,7 @@ func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (
 		t.Errorf("%s: terminationGracePeriodSeconds (%s) must exceed READSYNC_SHUTDOWN_GRACE (%s), or a pass is killed before it can spool",
 			what, grace, cfg.ShutdownGrace)
 	}
-	if mount, _ := mountOf(pod, cfg.SpoolDir); mount == nil || path.Clean(mount.MountPath) != path.Clean(cfg.SpoolDir) || mount.ReadOnly {
+	if mount, _ := deploytest.MountOf(pod, cfg.SpoolDir); mount == nil || path.Clean(mount.MountPath) != path.Clean(cfg.SpoolDir) || mount.ReadOnly {
 		t.Errorf("%s: READSYNC_SPOOL_DIR %s must be a writable volume's mount point (the root filesystem is read-only)", what, cfg.SpoolDir)
 	}
 	checkSecurity(t, what, pod, c)
@@ -507,51 +459,11 @@ func checkPod(t *testing.T, m manifests, what string, p pod, secret secretRef) (
 	return cfg, c
 }
 
-// podEnv is the pod's environment as the kubelet builds it, with the
-// schedules file taken from its ConfigMap volume into a local file.
-func podEnv(t *testing.T, m manifests, what string, p pod, secret secretLookup) map[string]string {
-	t.Helper()
-	c := &p.spec.Containers[0]
-	env, err := containerEnv(m, p, c, secret)
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	file, ok := env["READSYNC_SCHEDULES_FILE"]
-	if !ok {
-		t.Fatalf("%s does not set READSYNC_SCHEDULES_FILE", what)
-	}
-	mount, vol := mountOf(&p.spec, file)
-	switch {
-	case mount == nil:
-		t.Fatalf("%s: READSYNC_SCHEDULES_FILE %s is on no volume", what, file)
-	case !mount.ReadOnly:
-		t.Errorf("%s: the schedules volume at %s must be mounted read-only", what, mount.MountPath)
-	}
-	if vol == nil || vol.ConfigMap == nil {
-		t.Fatalf("%s: READSYNC_SCHEDULES_FILE %s is not on a ConfigMap volume", what, file)
-	}
-	cm, err := configMap(m, vol.ConfigMap.Name)
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	key := strings.TrimPrefix(file, strings.TrimSuffix(mount.MountPath, "/")+"/")
-	data, ok := cm.Data[key]
-	if !ok {
-		t.Fatalf("%s: ConfigMap %s has no key %q for READSYNC_SCHEDULES_FILE", what, cm.Name, key)
-	}
-	local := filepath.Join(t.TempDir(), "schedules.yaml")
-	if err := os.WriteFile(local, []byte(data), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env["READSYNC_SCHEDULES_FILE"] = local
-	return env
-}
-
 // checkVariables holds the container's variables to the binary's env
 // struct, and the credentials to the Secret.
-func checkVariables(t *testing.T, m manifests, what string, p pod, c *corev1.Container, secret secretRef) {
+func checkVariables(t *testing.T, m deploytest.Manifests, what string, p deploytest.Pod, c *corev1.Container, secret deploytest.SecretRef) {
 	t.Helper()
-	env, err := containerEnv(m, p, c, secret.lookup(credentials))
+	env, err := deploytest.ContainerEnv(m, p, c, secret.Lookup(deploytest.Credentials))
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -560,7 +472,7 @@ func checkVariables(t *testing.T, m manifests, what string, p pod, c *corev1.Con
 		names[e.Name]++
 	}
 	for _, from := range c.EnvFrom {
-		if cm, err := configMap(m, from.ConfigMapRef.Name); err == nil {
+		if cm, err := deploytest.ConfigMap(m, from.ConfigMapRef.Name); err == nil {
 			for k := range cm.Data {
 				names[from.Prefix+k]++
 			}
@@ -571,7 +483,7 @@ func checkVariables(t *testing.T, m manifests, what string, p pod, c *corev1.Con
 			t.Errorf("%s: %s is set %d times; which one wins is not obvious to a reader", what, name, n)
 		}
 	}
-	vars := binaryVariables(t)
+	vars := binaryVariables()
 	for name := range env {
 		if _, ok := vars[name]; strings.HasPrefix(name, "READSYNC_") && !ok {
 			t.Errorf("%s sets %s, which readsync does not read", what, name)
@@ -582,31 +494,24 @@ func checkVariables(t *testing.T, m manifests, what string, p pod, c *corev1.Con
 			t.Errorf("%s does not set %s, which readsync requires", what, name)
 		}
 	}
-	for name, key := range secret.keys {
+	for name, key := range secret.Keys {
 		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
 		switch {
 		case i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.SecretKeyRef == nil:
 			t.Errorf("%s: %s must come from the Secret (secretKeyRef), not a literal value", what, name)
-		case c.Env[i].ValueFrom.SecretKeyRef.Name != secret.name || c.Env[i].ValueFrom.SecretKeyRef.Key != key:
+		case c.Env[i].ValueFrom.SecretKeyRef.Name != secret.Name || c.Env[i].ValueFrom.SecretKeyRef.Key != key:
 			ref := c.Env[i].ValueFrom.SecretKeyRef
-			t.Errorf("%s: %s comes from Secret %s key %s, want %s key %s", what, name, ref.Name, ref.Key, secret.name, key)
+			t.Errorf("%s: %s comes from Secret %s key %s, want %s key %s", what, name, ref.Name, ref.Key, secret.Name, key)
 		}
 	}
 }
 
-// binaryVariables lists the variables the env struct reads, by its env
-// tags, and whether each is required.
-func binaryVariables(t *testing.T) map[string]bool {
-	t.Helper()
+// binaryVariables lists the variables the binary reads, and whether each
+// is required.
+func binaryVariables() map[string]bool {
 	vars := map[string]bool{}
-	typ := reflect.TypeFor[env]()
-	for i := range typ.NumField() {
-		tag := typ.Field(i).Tag.Get("env")
-		if tag == "" {
-			t.Fatalf("env field %s has no env tag; teach this test about it", typ.Field(i).Name)
-		}
-		name, opts, _ := strings.Cut(tag, ",")
-		vars[name] = slices.ContainsFunc(strings.Split(opts, ","), func(o string) bool { return strings.TrimSpace(o) == "required" })
+	for _, v := range config.Variables() {
+		vars[v.Name] = v.Required
 	}
 	return vars
 }
@@ -614,7 +519,7 @@ func binaryVariables(t *testing.T) map[string]bool {
 // checkClaimSize checks that a spool claim holds READSYNC_SPOOL_MAX_BYTES
 // for each of the pods that share it, so that readsync's own cap applies
 // before the volume fills.
-func checkClaimSize(t *testing.T, what string, claim *corev1.PersistentVolumeClaim, cfg *config, sharers int) {
+func checkClaimSize(t *testing.T, what string, claim *corev1.PersistentVolumeClaim, cfg *config.Config, sharers int) {
 	t.Helper()
 	size, ok := claim.Spec.Resources.Requests[corev1.ResourceStorage]
 	if !ok {
@@ -640,7 +545,7 @@ const startupBudget = 30 * time.Minute
 // /healthz, which readsync answers from the moment it listens, whatever
 // ClickHouse does; readiness on /readyz; all on the port it listens on;
 // and a startup budget of a long migration.
-func checkProbes(t *testing.T, what string, c *corev1.Container, cfg *config) {
+func checkProbes(t *testing.T, what string, c *corev1.Container, cfg *config.Config) {
 	t.Helper()
 	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
@@ -711,38 +616,38 @@ func checkSecurity(t *testing.T, what string, pod *corev1.PodSpec, c *corev1.Con
 // checkTokenFor checks the daemon's access to the Kubernetes API: a token
 // of its own service account, whose account mounts it in no other pod, and
 // Roles that grant that account get on its StatefulSet and nothing more.
-func checkTokenFor(t *testing.T, m manifests, what string, pod *corev1.PodSpec, set string) {
+func checkTokenFor(t *testing.T, m deploytest.Manifests, what string, pod *corev1.PodSpec, set string) {
 	t.Helper()
 	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
 		t.Errorf("%s: automountServiceAccountToken must be true: the pods read their StatefulSet's replicas", what)
 	}
-	sa := find[corev1.ServiceAccount](t, m, pod.ServiceAccountName)
+	sa := deploytest.Find[corev1.ServiceAccount](t, m, pod.ServiceAccountName)
 	if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
 		t.Errorf("ServiceAccount %s: automountServiceAccountToken must be false, so that only pods that ask get its token", sa.Name)
 	}
-	if roles := all[rbacv1.ClusterRole](m); len(roles) > 0 {
-		t.Errorf("%s renders %d ClusterRoles; readsync needs none", m.what, len(roles))
+	if roles := deploytest.All[rbacv1.ClusterRole](m); len(roles) > 0 {
+		t.Errorf("%s renders %d ClusterRoles; readsync needs none", m.What, len(roles))
 	}
-	if bindings := all[rbacv1.ClusterRoleBinding](m); len(bindings) > 0 {
-		t.Errorf("%s renders %d ClusterRoleBindings; readsync needs none", m.what, len(bindings))
+	if bindings := deploytest.All[rbacv1.ClusterRoleBinding](m); len(bindings) > 0 {
+		t.Errorf("%s renders %d ClusterRoleBindings; readsync needs none", m.What, len(bindings))
 	}
 	granted := false
-	for _, b := range all[rbacv1.RoleBinding](m) {
+	for _, b := range deploytest.All[rbacv1.RoleBinding](m) {
 		for _, sub := range b.Subjects {
 			if sub.Kind != rbacv1.ServiceAccountKind || sub.Name != sa.Name || (sub.Namespace != "" && sub.Namespace != sa.Namespace && sa.Namespace != "") {
-				t.Errorf("%s: RoleBinding %s binds %s %s/%s; want only the ServiceAccount %s", m.what, b.Name, sub.Kind, sub.Namespace, sub.Name, sa.Name)
+				t.Errorf("%s: RoleBinding %s binds %s %s/%s; want only the ServiceAccount %s", m.What, b.Name, sub.Kind, sub.Namespace, sub.Name, sa.Name)
 			}
 		}
 		if b.RoleRef.Kind != "Role" || b.RoleRef.APIGroup != rbacv1.GroupName {
-			t.Errorf("%s: RoleBinding %s refers to %s %s; want a Role", m.what, b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+			t.Errorf("%s: RoleBinding %s refers to %s %s; want a Role", m.What, b.Name, b.RoleRef.Kind, b.RoleRef.Name)
 			continue
 		}
-		role := find[rbacv1.Role](t, m, b.RoleRef.Name)
-		checkRules(t, m.what+": Role "+role.Name, role.Rules, set)
+		role := deploytest.Find[rbacv1.Role](t, m, b.RoleRef.Name)
+		checkRules(t, m.What+": Role "+role.Name, role.Rules, set)
 		granted = granted || len(role.Rules) > 0
 	}
 	if !granted {
-		t.Errorf("%s: no Role lets ServiceAccount %s get StatefulSet %s", m.what, sa.Name, set)
+		t.Errorf("%s: no Role lets ServiceAccount %s get StatefulSet %s", m.What, sa.Name, set)
 	}
 }
 
@@ -763,66 +668,66 @@ func checkRules(t *testing.T, what string, rules []rbacv1.PolicyRule, set string
 // checkServices checks the StatefulSet's governing Service and the
 // metrics Service: both select the daemon's pods only, and the port named
 // http reaches the port readsync listens on.
-func checkServices(t *testing.T, m manifests, s *appsv1.StatefulSet, cfg *config) {
+func checkServices(t *testing.T, m deploytest.Manifests, s *appsv1.StatefulSet, cfg *config.Config) {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(cfg.HTTPAddr)
-	headless := find[corev1.Service](t, m, s.Spec.ServiceName)
+	headless := deploytest.Find[corev1.Service](t, m, s.Spec.ServiceName)
 	if headless.Spec.ClusterIP != corev1.ClusterIPNone {
-		t.Errorf("%s: Service %s (the StatefulSet's serviceName) must be headless, clusterIP None", m.what, headless.Name)
+		t.Errorf("%s: Service %s (the StatefulSet's serviceName) must be headless, clusterIP None", m.What, headless.Name)
 	}
 	services := []*corev1.Service{headless}
-	for _, svc := range all[corev1.Service](m) {
+	for _, svc := range deploytest.All[corev1.Service](m) {
 		if svc.Name == s.Name {
 			services = append(services, svc)
 		}
 	}
 	if len(services) != 2 {
-		t.Errorf("%s: no Service %s for the metrics", m.what, s.Name)
+		t.Errorf("%s: no Service %s for the metrics", m.What, s.Name)
 	}
 	podLabels := s.Spec.Template.Labels
 	for _, svc := range services {
 		for k, v := range svc.Spec.Selector {
 			if podLabels[k] != v {
-				t.Errorf("%s: Service %s selector %s=%s does not match the daemon's pod labels %v", m.what, svc.Name, k, v, podLabels)
+				t.Errorf("%s: Service %s selector %s=%s does not match the daemon's pod labels %v", m.What, svc.Name, k, v, podLabels)
 			}
 		}
 		if _, ok := svc.Spec.Selector["app.kubernetes.io/component"]; !ok {
-			t.Errorf("%s: Service %s selector %v would also select backfill pods", m.what, svc.Name, svc.Spec.Selector)
+			t.Errorf("%s: Service %s selector %v would also select backfill pods", m.What, svc.Name, svc.Spec.Selector)
 		}
 		c := &s.Spec.Template.Spec.Containers[0]
 		i := slices.IndexFunc(svc.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "http" })
 		if i < 0 {
-			t.Errorf("%s: Service %s has no port named http", m.what, svc.Name)
+			t.Errorf("%s: Service %s has no port named http", m.What, svc.Name)
 			continue
 		}
 		if p := svc.Spec.Ports[i]; strconv.Itoa(int(p.Port)) != port || containerPort(c, p.TargetPort) != port {
-			t.Errorf("%s: Service %s port http %d → %s, want %s → the container's %s", m.what, svc.Name, p.Port, p.TargetPort.String(), port, port)
+			t.Errorf("%s: Service %s port http %d → %s, want %s → the container's %s", m.What, svc.Name, p.Port, p.TargetPort.String(), port, port)
 		}
 	}
 }
 
 // checkLabels checks that every object and pod template carries the
 // common label.
-func checkLabels(t *testing.T, m manifests) {
+func checkLabels(t *testing.T, m deploytest.Manifests) {
 	t.Helper()
-	for _, o := range m.objs {
+	for _, o := range m.Objs {
 		if o.GetLabels()[appLabel] != "readsync" {
-			t.Errorf("%s: %T %s lacks %s: readsync", m.what, o, o.GetName(), appLabel)
+			t.Errorf("%s: %T %s lacks %s: readsync", m.What, o, o.GetName(), appLabel)
 		}
 	}
-	for _, s := range all[appsv1.StatefulSet](m) {
+	for _, s := range deploytest.All[appsv1.StatefulSet](m) {
 		if s.Spec.Template.Labels[appLabel] != "readsync" {
-			t.Errorf("%s: StatefulSet %s: pod template lacks %s: readsync", m.what, s.Name, appLabel)
+			t.Errorf("%s: StatefulSet %s: pod template lacks %s: readsync", m.What, s.Name, appLabel)
 		}
 	}
-	for _, j := range all[batchv1.Job](m) {
+	for _, j := range deploytest.All[batchv1.Job](m) {
 		if j.Spec.Template.Labels[appLabel] != "readsync" {
-			t.Errorf("%s: Job %s: pod template lacks %s: readsync", m.what, j.Name, appLabel)
+			t.Errorf("%s: Job %s: pod template lacks %s: readsync", m.What, j.Name, appLabel)
 		}
 	}
-	for _, c := range all[batchv1.CronJob](m) {
+	for _, c := range deploytest.All[batchv1.CronJob](m) {
 		if c.Spec.JobTemplate.Labels[appLabel] != "readsync" || c.Spec.JobTemplate.Spec.Template.Labels[appLabel] != "readsync" {
-			t.Errorf("%s: CronJob %s: Job or pod template lacks %s: readsync", m.what, c.Name, appLabel)
+			t.Errorf("%s: CronJob %s: Job or pod template lacks %s: readsync", m.What, c.Name, appLabel)
 		}
 	}
 }
@@ -836,27 +741,6 @@ func containerPort(c *corev1.Container, port intstr.IntOrString) string {
 		}
 	}
 	return port.String()
-}
-
-// mountOf returns the volume mount holding file (the longest mount path
-// that contains it) and its volume.
-func mountOf(pod *corev1.PodSpec, file string) (*corev1.VolumeMount, *corev1.Volume) {
-	var best *corev1.VolumeMount
-	for i, m := range pod.Containers[0].VolumeMounts {
-		dir := path.Clean(m.MountPath)
-		if (file == dir || strings.HasPrefix(file, dir+"/")) && (best == nil || len(dir) > len(path.Clean(best.MountPath))) {
-			best = &pod.Containers[0].VolumeMounts[i]
-		}
-	}
-	if best == nil {
-		return nil, nil
-	}
-	for i, v := range pod.Volumes {
-		if v.Name == best.Name {
-			return best, &pod.Volumes[i]
-		}
-	}
-	return best, nil
 }
 
 func first[T any](ps ...*T) *T {
@@ -876,27 +760,12 @@ func jsonOf(v any) string {
 	return "  " + string(b)
 }
 
-// scaledBase is a copy of the base scaled to n replicas with the command
-// docs/kubernetes.md gives, and a copy of the backfill overlay beside it.
-func scaledBase(t *testing.T, n int) string {
-	t.Helper()
-	root := t.TempDir()
-	for _, d := range []string{k8sBase, k8sBackfill} {
-		if err := os.CopyFS(filepath.Join(root, filepath.Base(d)), os.DirFS(d)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dir := filepath.Join(root, filepath.Base(k8sBase))
-	tool(t, kustomizeTool, dir, "edit", "set", "replicas", fmt.Sprintf("readsync=%d", n))
-	return dir
-}
-
 // scaledBackfill is a copy of the backfill overlay (and of the base it
 // uses) with the Job's parallelism set to n and its spool claim sized for
 // n indexes, as spool-pvc.yaml says to.
 func scaledBackfill(t *testing.T, n int) string {
 	t.Helper()
-	dir := filepath.Join(filepath.Dir(scaledBase(t, 1)), filepath.Base(k8sBackfill))
+	dir := filepath.Join(filepath.Dir(deploytest.ScaledBase(t, 1)), filepath.Base(deploytest.Backfill))
 	replaceIn(t, filepath.Join(dir, "job.yaml"), "\n  parallelism: 3\n", fmt.Sprintf("\n  parallelism: %d\n", n))
 	replaceIn(t, filepath.Join(dir, "spool-pvc.yaml"), "\n      storage: 4Gi\n", fmt.Sprintf("\n      storage: %dGi\n", n+1))
 	return dir
@@ -915,114 +784,4 @@ func replaceIn(t *testing.T, file, old, new string) {
 	if err := os.WriteFile(file, bytes.Replace(b, []byte(old), []byte(new), 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// kustomizeBuild renders a kustomization.
-func kustomizeBuild(t *testing.T, dir string) manifests {
-	t.Helper()
-	out := tool(t, kustomizeTool, "", "build", dir)
-	m, err := decodeManifests("kustomize build "+dir, out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// helmTemplate renders the chart as release, with helm flags such as
-// --set.
-func helmTemplate(t *testing.T, release string, flags ...string) manifests {
-	t.Helper()
-	out, err := helmRender(t, release, flags...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func helmRender(t *testing.T, release string, flags ...string) (manifests, error) {
-	t.Helper()
-	args := append([]string{"template", release, helmChart, "--namespace", "readsync"}, flags...)
-	out, err := toolOutput(t, helmTool, "", args...)
-	if err != nil {
-		return manifests{}, err
-	}
-	return decodeManifests("helm "+strings.Join(args, " "), out)
-}
-
-// A tool the tests run, from PATH: `make tools` installs the pinned
-// versions (scripts/tools.sh) and `make test` puts them first on PATH.
-// Nothing is built here, where a build would spend the tests' own time
-// limit. required names the variable that turns "cannot run" from a skip
-// into a failure; version is the argument that makes the tool say its
-// version, which tells that it runs.
-type toolSpec struct {
-	name, required, version string
-	find                    func() (string, error)
-}
-
-var (
-	kustomizeTool = newTool("kustomize", "READSYNC_REQUIRE_KUSTOMIZE", "version")
-	helmTool      = newTool("helm", "READSYNC_REQUIRE_HELM", "version")
-)
-
-func newTool(name, required, version string) *toolSpec {
-	s := &toolSpec{name: name, required: required, version: version}
-	s.find = sync.OnceValues(func() (string, error) {
-		path, err := exec.LookPath(name)
-		if err != nil {
-			return "", fmt.Errorf("%w (make tools installs it)", err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if out, err := exec.CommandContext(ctx, path, version).CombinedOutput(); err != nil {
-			return "", fmt.Errorf("%s %s: %w: %s", path, version, err, bytes.TrimSpace(out))
-		}
-		return path, nil
-	})
-	return s
-}
-
-// tool runs a tool in dir (the package's directory if empty) and returns
-// its standard output; any failure fails the test.
-func tool(t *testing.T, s *toolSpec, dir string, args ...string) []byte {
-	t.Helper()
-	out, err := runTool(toolPath(t, s), dir, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func toolOutput(t *testing.T, s *toolSpec, dir string, args ...string) ([]byte, error) {
-	t.Helper()
-	return runTool(toolPath(t, s), dir, args...)
-}
-
-// toolPath returns the path of a tool that runs; when none does, it fails
-// the test if the tool's variable requires it, else skips it.
-func toolPath(t *testing.T, s *toolSpec) string {
-	t.Helper()
-	path, err := s.find()
-	if err != nil {
-		if os.Getenv(s.required) == "1" {
-			t.Fatalf("%s cannot run, and %s=1:\n%v", s.name, s.required, err)
-		}
-		t.Skipf("%s cannot run (set %s=1 to fail instead):\n%v", s.name, s.required, err)
-	}
-	return path
-}
-
-func runTool(path, dir string, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	c := exec.CommandContext(ctx, path, args...)
-	c.Dir = dir
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		// What it printed is returned too: helm lint reports on stdout.
-		return out, fmt.Errorf("%s %s: %w\n%s", path, strings.Join(args, " "), err, stderr.String())
-	}
-	return out, nil
 }

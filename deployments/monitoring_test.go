@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/readsync/readsync/deployments/deploytest"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,34 +28,34 @@ var jobSelector = regexp.MustCompile(`\bjob="([^"]*)"`)
 // daemon's port of each daemon pod, under the job the rules select; the
 // base's objects stay as they were.
 func TestManifestMonitoring(t *testing.T) {
-	m := kustomizeBuild(t, k8sMonitoring)
-	checkDaemon(t, m, "readsync", 1, exampleSecret)
+	m := deploytest.KustomizeBuild(t, k8sMonitoring)
+	checkDaemon(t, m, "readsync", 1, deploytest.ExampleSecret)
 
-	rule := find[monitoringv1.PrometheusRule](t, m, "readsync")
+	rule := deploytest.Find[monitoringv1.PrometheusRule](t, m, "readsync")
 	shipped := shippedRules(t)
 	if !reflect.DeepEqual(rule.Spec, shipped) {
 		t.Errorf("PrometheusRule readsync differs from %s; copy its groups again "+
 			"(kustomize reads no file outside the component's directory): %s", rulesFile, firstDifference(rule.Spec, shipped))
 	}
 
-	pm := find[monitoringv1.PodMonitor](t, m, "readsync")
-	set := find[appsv1.StatefulSet](t, m, "readsync")
-	pod := statefulSetPod(set, 0)
+	pm := deploytest.Find[monitoringv1.PodMonitor](t, m, "readsync")
+	set := deploytest.Find[appsv1.StatefulSet](t, m, "readsync")
+	pod := deploytest.StatefulSetPod(set, 0)
 	sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
 	if err != nil {
 		t.Fatalf("PodMonitor readsync: selector: %v", err)
 	}
-	if !sel.Matches(labels.Set(pod.labels)) {
-		t.Errorf("PodMonitor readsync selects %s, which the daemon's pods (%v) do not match", sel, pod.labels)
+	if !sel.Matches(labels.Set(pod.Labels)) {
+		t.Errorf("PodMonitor readsync selects %s, which the daemon's pods (%v) do not match", sel, pod.Labels)
 	}
 	// The backfill's pods serve no metrics: a target that is never up.
-	for _, j := range all[batchv1.Job](kustomizeBuild(t, k8sBackfill)) {
-		if p := indexedJobPod(j, 0); sel.Matches(labels.Set(p.labels)) {
+	for _, j := range deploytest.All[batchv1.Job](deploytest.KustomizeBuild(t, deploytest.Backfill)) {
+		if p := deploytest.IndexedJobPod(j, 0); sel.Matches(labels.Set(p.Labels)) {
 			t.Errorf("PodMonitor readsync selects the pods of Job %s", j.Name)
 		}
 	}
 
-	cfg, c := checkPod(t, m, "StatefulSet readsync", pod, exampleSecret)
+	cfg, c := checkPod(t, m, "StatefulSet readsync", pod, deploytest.ExampleSecret)
 	_, port, err := net.SplitHostPort(cfg.HTTPAddr)
 	if err != nil {
 		t.Fatalf("READSYNC_HTTP_ADDR %q: %v", cfg.HTTPAddr, err)
@@ -64,7 +65,7 @@ func TestManifestMonitoring(t *testing.T) {
 		t.Errorf("PodMonitor readsync scrapes %s, want one endpoint: the port READSYNC_HTTP_ADDR listens on (%s), path /metrics", jsonOf(eps), port)
 	}
 
-	job, selectors := pod.labels[pm.Spec.JobLabel], 0
+	job, selectors := pod.Labels[pm.Spec.JobLabel], 0
 	for _, g := range shipped.Groups {
 		for _, r := range g.Rules {
 			for _, sel := range jobSelector.FindAllStringSubmatch(r.Expr.String(), -1) {

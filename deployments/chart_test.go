@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 // The Helm chart renders the same pods as the kustomize manifests, from
 // values. It is held to the same checks as the kustomize manifests for
@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/readsync/readsync/deployments/deploytest"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -34,7 +35,7 @@ import (
 const chartSchedules = "testdata/schedules.yaml"
 
 func TestChart(t *testing.T) {
-	own := secretRef{name: "readsync-creds", keys: map[string]string{
+	own := deploytest.SecretRef{Name: "readsync-creds", Keys: map[string]string{
 		"READSYNC_CLIENT_ID": "id", "READSYNC_CLIENT_SECRET": "secret", "READSYNC_CLICKHOUSE_DSN": "dsn",
 	}}
 	tests := []struct {
@@ -43,15 +44,15 @@ func TestChart(t *testing.T) {
 		flags    []string
 		replicas int
 		backfill int // indexes; 0 for no Job
-		secret   secretRef
-		check    func(t *testing.T, m manifests)
+		secret   deploytest.SecretRef
+		check    func(t *testing.T, m deploytest.Manifests)
 	}{
-		{name: "defaults", release: "readsync", replicas: 1, secret: exampleSecret},
+		{name: "defaults", release: "readsync", replicas: 1, secret: deploytest.ExampleSecret},
 		{
 			name: "scaled, with a backfill", release: "prod",
 			flags: []string{"--set", "replicaCount=4", "--set", "backfill.enabled=true", "--set", "backfill.parallelism=5",
 				"--set", "podDisruptionBudget.minAvailable=50%"},
-			replicas: 4, backfill: 5, secret: exampleSecret,
+			replicas: 4, backfill: 5, secret: deploytest.ExampleSecret,
 		},
 		{
 			name: "own secret, settings, schedules, image, resources, storage", release: "readsync",
@@ -65,8 +66,8 @@ func TestChart(t *testing.T) {
 				"--set", "backfill.extraArgs={--schedule,hourly}", "--set", "backfill.spool.size=3Gi",
 			},
 			replicas: 2, backfill: 1, secret: own,
-			check: func(t *testing.T, m manifests) {
-				s := find[appsv1.StatefulSet](t, m, "readsync")
+			check: func(t *testing.T, m deploytest.Manifests) {
+				s := deploytest.Find[appsv1.StatefulSet](t, m, "readsync")
 				c := s.Spec.Template.Spec.Containers[0]
 				if c.Image != "registry.example.com/readsync:v1.2.3" {
 					t.Errorf("image %q, want the tag from image.tag", c.Image)
@@ -78,7 +79,7 @@ func TestChart(t *testing.T) {
 				if vct.StorageClassName == nil || *vct.StorageClassName != "fast" || vct.Resources.Requests.Storage().String() != "5Gi" {
 					t.Errorf("spool claim %+v, want storage class fast and 5Gi", vct)
 				}
-				env := podEnv(t, m, "pod readsync-0", statefulSetPod(s, 0), own.lookup(credentials))
+				env := deploytest.PodEnv(t, m, "pod readsync-0", deploytest.StatefulSetPod(s, 0), own.Lookup(deploytest.Credentials))
 				if env["READSYNC_CONCURRENCY"] != "16" {
 					t.Errorf("READSYNC_CONCURRENCY %q, want 16 from settings", env["READSYNC_CONCURRENCY"])
 				}
@@ -89,7 +90,7 @@ func TestChart(t *testing.T) {
 				if got, _ := os.ReadFile(env["READSYNC_SCHEDULES_FILE"]); strings.TrimSpace(string(got)) != strings.TrimSpace(string(want)) {
 					t.Errorf("the schedules ConfigMap holds\n%s\nwant the file given with --set-file:\n%s", got, want)
 				}
-				j := find[batchv1.Job](t, m, "readsync-backfill")
+				j := deploytest.Find[batchv1.Job](t, m, "readsync-backfill")
 				if args := j.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"--backfill", "--schedule", "hourly"}) {
 					t.Errorf("backfill args %q, want --backfill and backfill.extraArgs", args)
 				}
@@ -102,26 +103,26 @@ func TestChart(t *testing.T) {
 			if tt.replicas != 1 && !slices.Contains(flags, fmt.Sprintf("replicaCount=%d", tt.replicas)) {
 				flags = append(slices.Clone(flags), "--set", fmt.Sprintf("replicaCount=%d", tt.replicas))
 			}
-			m := helmTemplate(t, tt.release, flags...)
+			m := deploytest.HelmTemplate(t, tt.release, flags...)
 			checkLabels(t, m)
 			name := "readsync"
 			if tt.release != "readsync" {
 				name = tt.release + "-readsync"
 			}
 			checkDaemon(t, m, name, tt.replicas, tt.secret)
-			jobs := all[batchv1.Job](m)
+			jobs := deploytest.All[batchv1.Job](m)
 			switch {
 			case tt.backfill == 0 && len(jobs) > 0:
-				t.Errorf("%s renders a Job with backfill.enabled false", m.what)
+				t.Errorf("%s renders a Job with backfill.enabled false", m.What)
 			case tt.backfill > 0:
 				checkBackfill(t, m, name+"-backfill", tt.backfill, tt.secret)
-				claim := find[corev1.PersistentVolumeClaim](t, m, name+"-backfill-spools")
+				claim := deploytest.Find[corev1.PersistentVolumeClaim](t, m, name+"-backfill-spools")
 				if claim.Annotations["helm.sh/resource-policy"] != "keep" {
 					t.Errorf("claim %s: want helm.sh/resource-policy keep: disabling the backfill must not delete spooled rows", claim.Name)
 				}
 			}
-			for _, s := range all[corev1.Secret](m) {
-				t.Errorf("%s renders Secret %q: the chart must never hold credentials", m.what, s.Name)
+			for _, s := range deploytest.All[corev1.Secret](m) {
+				t.Errorf("%s renders Secret %q: the chart must never hold credentials", m.What, s.Name)
 			}
 			if tt.check != nil {
 				tt.check(t, m)
@@ -133,16 +134,16 @@ func TestChart(t *testing.T) {
 // A backfill in a release of its own renders its Job and claim alone, and
 // reads the daemon release's ConfigMaps and Secret by name.
 func TestChartBackfillRelease(t *testing.T) {
-	daemon := helmTemplate(t, "readsync", "--set", "replicaCount=2")
-	b := helmTemplate(t, "readsync-oneoff", "--set", "daemon.enabled=false", "--set", "backfill.enabled=true",
+	daemon := deploytest.HelmTemplate(t, "readsync", "--set", "replicaCount=2")
+	b := deploytest.HelmTemplate(t, "readsync-oneoff", "--set", "daemon.enabled=false", "--set", "backfill.enabled=true",
 		"--set", "backfill.daemon=readsync", "--set", "backfill.parallelism=2")
 	checkLabels(t, b)
 	checkBackfillAlone(t, b)
-	checkBackfill(t, beside(daemon, b), "readsync-oneoff-backfill", 2, exampleSecret)
-	d := find[appsv1.StatefulSet](t, daemon, "readsync").Spec.Template.Spec
-	j := find[batchv1.Job](t, b, "readsync-oneoff-backfill").Spec.Template.Spec
+	checkBackfill(t, beside(daemon, b), "readsync-oneoff-backfill", 2, deploytest.ExampleSecret)
+	d := deploytest.Find[appsv1.StatefulSet](t, daemon, "readsync").Spec.Template.Spec
+	j := deploytest.Find[batchv1.Job](t, b, "readsync-oneoff-backfill").Spec.Template.Spec
 	compareSharedPod(t, "chart StatefulSet readsync", &d, "backfill release's Job", &j)
-	if _, err := helmRender(t, "readsync-oneoff", "--set", "daemon.enabled=false", "--set", "backfill.enabled=true"); err == nil ||
+	if _, err := deploytest.HelmRender(t, "readsync-oneoff", "--set", "daemon.enabled=false", "--set", "backfill.enabled=true"); err == nil ||
 		!strings.Contains(err.Error(), "backfill.daemon: with daemon.enabled=false") {
 		t.Errorf("a backfill release without backfill.daemon: error %v, want one naming backfill.daemon", err)
 	}
@@ -179,12 +180,12 @@ func TestChartRejectsBadValues(t *testing.T) {
 		// A number would reach the ConfigMap as Helm prints it: 1e+06.
 		{[]string{"--set", "settings.READSYNC_BATCH_ROWS=1000000"}, "settings.READSYNC_BATCH_ROWS: Invalid type. Expected: string, given: integer"},
 	} {
-		_, err := helmRender(t, "readsync", tt.flags...)
+		_, err := deploytest.HelmRender(t, "readsync", tt.flags...)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("helm template %q: error %v, want one containing %q", tt.flags, err, tt.want)
 		}
-		args := append([]string{"lint", "--strict", helmChart}, tt.flags...)
-		if out, err := toolOutput(t, helmTool, "", args...); err == nil || !strings.Contains(string(out), tt.want) {
+		args := append([]string{"lint", "--strict", deploytest.Chart}, tt.flags...)
+		if out, err := deploytest.Output(t, deploytest.Helm, "", args...); err == nil || !strings.Contains(string(out), tt.want) {
 			t.Errorf("helm %s: error %v, output\n%s\nwant a failure reporting %q", strings.Join(args, " "), err, out, tt.want)
 		}
 	}
@@ -241,8 +242,8 @@ func TestChartSettingsSchema(t *testing.T) {
 	if settings.AdditionalProperties == nil || *settings.AdditionalProperties {
 		t.Errorf("values.schema.json: settings admits variables it does not list")
 	}
-	m := helmTemplate(t, "readsync")
-	c := find[appsv1.StatefulSet](t, m, "readsync").Spec.Template.Spec.Containers[0]
+	m := deploytest.HelmTemplate(t, "readsync")
+	c := deploytest.Find[appsv1.StatefulSet](t, m, "readsync").Spec.Template.Spec.Containers[0]
 	// Tied to the pod's layout, which the chart does not set: Kubernetes
 	// mounts the service account token where readsync looks by default.
 	setByPod := map[string]bool{"READSYNC_SERVICEACCOUNT_DIR": true}
@@ -250,7 +251,7 @@ func TestChartSettingsSchema(t *testing.T) {
 		setByPod[e.Name] = true
 	}
 	var want []string
-	for name := range binaryVariables(t) {
+	for name := range binaryVariables() {
 		if strings.HasPrefix(name, "READSYNC_") && !setByPod[name] {
 			want = append(want, name)
 		}
@@ -269,8 +270,8 @@ func TestChartSettingsSchema(t *testing.T) {
 
 func TestChartLint(t *testing.T) {
 	for _, flags := range [][]string{nil, {"--set", "backfill.enabled=true", "--set", "replicaCount=3"}} {
-		args := append([]string{"lint", "--strict", helmChart}, flags...)
-		if _, err := toolOutput(t, helmTool, "", args...); err != nil {
+		args := append([]string{"lint", "--strict", deploytest.Chart}, flags...)
+		if _, err := deploytest.Output(t, deploytest.Helm, "", args...); err != nil {
 			t.Errorf("helm %s: %v", strings.Join(args, " "), err)
 		}
 	}
@@ -281,33 +282,33 @@ func TestChartLint(t *testing.T) {
 // resources, volumes and grace, the same claims, the same workload
 // settings, the same grant. Names and labels may differ.
 func TestChartMatchesKustomize(t *testing.T) {
-	k := beside(kustomizeBuild(t, k8sBase), kustomizeBuild(t, k8sBackfill))
-	h := helmTemplate(t, "readsync", "--set", "backfill.enabled=true")
-	ks, hs := find[appsv1.StatefulSet](t, k, "readsync"), find[appsv1.StatefulSet](t, h, "readsync")
-	kj, hj := find[batchv1.Job](t, k, "readsync-backfill"), find[batchv1.Job](t, h, "readsync-backfill")
+	k := beside(deploytest.KustomizeBuild(t, deploytest.Base), deploytest.KustomizeBuild(t, deploytest.Backfill))
+	h := deploytest.HelmTemplate(t, "readsync", "--set", "backfill.enabled=true")
+	ks, hs := deploytest.Find[appsv1.StatefulSet](t, k, "readsync"), deploytest.Find[appsv1.StatefulSet](t, h, "readsync")
+	kj, hj := deploytest.Find[batchv1.Job](t, k, "readsync-backfill"), deploytest.Find[batchv1.Job](t, h, "readsync-backfill")
 
 	compareContract(t, "StatefulSet", statefulSetContract(t, k, ks), statefulSetContract(t, h, hs))
 	compareContract(t, "Job", jobContract(t, k, kj), jobContract(t, h, hj))
 	for _, name := range []string{"readsync", ks.Spec.ServiceName} {
-		compareContract(t, "Service "+name, serviceContract(find[corev1.Service](t, k, name)), serviceContract(find[corev1.Service](t, h, name)))
+		compareContract(t, "Service "+name, serviceContract(deploytest.Find[corev1.Service](t, k, name)), serviceContract(deploytest.Find[corev1.Service](t, h, name)))
 	}
-	kc := find[corev1.PersistentVolumeClaim](t, k, "readsync-backfill-spools").Spec
-	hc := find[corev1.PersistentVolumeClaim](t, h, "readsync-backfill-spools").Spec
+	kc := deploytest.Find[corev1.PersistentVolumeClaim](t, k, "readsync-backfill-spools").Spec
+	hc := deploytest.Find[corev1.PersistentVolumeClaim](t, h, "readsync-backfill-spools").Spec
 	compareContract(t, "backfill claim", kc, hc)
-	compareContract(t, "Role", find[rbacv1.Role](t, k, "readsync").Rules, find[rbacv1.Role](t, h, "readsync").Rules)
+	compareContract(t, "Role", deploytest.Find[rbacv1.Role](t, k, "readsync").Rules, deploytest.Find[rbacv1.Role](t, h, "readsync").Rules)
 	// The verify CronJob, labels aside (the chart's name its release).
-	kv := find[batchv1.CronJob](t, kustomizeBuild(t, k8sVerify), "readsync-verify").Spec
-	hv := find[batchv1.CronJob](t, helmTemplate(t, "readsync", "--set", "verify.enabled=true"), "readsync-verify").Spec
+	kv := deploytest.Find[batchv1.CronJob](t, deploytest.KustomizeBuild(t, deploytest.Verify), "readsync-verify").Spec
+	hv := deploytest.Find[batchv1.CronJob](t, deploytest.HelmTemplate(t, "readsync", "--set", "verify.enabled=true"), "readsync-verify").Spec
 	for _, v := range []*batchv1.CronJobSpec{&kv, &hv} {
 		v.JobTemplate.Labels, v.JobTemplate.Spec.Template.Labels = nil, nil
 	}
 	compareContract(t, "verify CronJob", kv, hv)
-	kb, hb := find[policyv1.PodDisruptionBudget](t, k, "readsync").Spec, find[policyv1.PodDisruptionBudget](t, h, "readsync").Spec
+	kb, hb := deploytest.Find[policyv1.PodDisruptionBudget](t, k, "readsync").Spec, deploytest.Find[policyv1.PodDisruptionBudget](t, h, "readsync").Spec
 	kb.Selector, hb.Selector = nil, nil // the chart's selects its release too; checkDisruptionBudget checks both
 	compareContract(t, "PodDisruptionBudget", kb, hb)
 }
 
-func statefulSetContract(t *testing.T, m manifests, s *appsv1.StatefulSet) map[string]any {
+func statefulSetContract(t *testing.T, m deploytest.Manifests, s *appsv1.StatefulSet) map[string]any {
 	t.Helper()
 	spec := s.Spec.DeepCopy()
 	var claims []corev1.PersistentVolumeClaimSpec
@@ -316,32 +317,32 @@ func statefulSetContract(t *testing.T, m manifests, s *appsv1.StatefulSet) map[s
 	}
 	return map[string]any{
 		"replicas": spec.Replicas, "podManagementPolicy": spec.PodManagementPolicy, "updateStrategy": spec.UpdateStrategy,
-		"volumeClaimTemplates": claims, "pod 0": podContract(t, m, statefulSetPod(s, 0)),
+		"volumeClaimTemplates": claims, "pod 0": podContract(t, m, deploytest.StatefulSetPod(s, 0)),
 	}
 }
 
-func jobContract(t *testing.T, m manifests, j *batchv1.Job) map[string]any {
+func jobContract(t *testing.T, m deploytest.Manifests, j *batchv1.Job) map[string]any {
 	t.Helper()
 	spec := j.Spec
 	return map[string]any{
 		"completionMode": spec.CompletionMode, "parallelism": spec.Parallelism, "completions": spec.Completions,
-		"backoffLimit": spec.BackoffLimit, "index 0": podContract(t, m, indexedJobPod(j, 0)),
-		"index 2": podContract(t, m, indexedJobPod(j, 2))["environment"],
+		"backoffLimit": spec.BackoffLimit, "index 0": podContract(t, m, deploytest.IndexedJobPod(j, 0)),
+		"index 2": podContract(t, m, deploytest.IndexedJobPod(j, 2))["environment"],
 	}
 }
 
 // podContract is a pod with its environment resolved and the names of
 // the objects it refers to left out.
-func podContract(t *testing.T, m manifests, p pod) map[string]any {
+func podContract(t *testing.T, m deploytest.Manifests, p deploytest.Pod) map[string]any {
 	t.Helper()
-	env := podEnv(t, m, m.what+" pod "+p.name, p, exampleSecret.lookup(credentials))
+	env := deploytest.PodEnv(t, m, m.What+" pod "+p.Name, p, deploytest.ExampleSecret.Lookup(deploytest.Credentials))
 	schedules, err := os.ReadFile(env["READSYNC_SCHEDULES_FILE"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	env["READSYNC_SCHEDULES_FILE"] = filepath.Base(env["READSYNC_SCHEDULES_FILE"])
 	delete(env, "POD_NAME") // the pod's own name, release-dependent
-	spec := p.spec.DeepCopy()
+	spec := p.Spec.DeepCopy()
 	c := &spec.Containers[0]
 	var secrets []corev1.EnvVar
 	for _, e := range c.Env {
@@ -444,30 +445,30 @@ func TestChartNetworkPolicy(t *testing.T) {
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			m := helmTemplate(t, "readsync", append(slices.Clone(tt.flags), "--set", "backfill.enabled=true")...)
-			other := helmTemplate(t, "other", "--set", "backfill.enabled=true")
+			m := deploytest.HelmTemplate(t, "readsync", append(slices.Clone(tt.flags), "--set", "backfill.enabled=true")...)
+			other := deploytest.HelmTemplate(t, "other", "--set", "backfill.enabled=true")
 			p := one[networkingv1.NetworkPolicy](t, m)
 			sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
 			if err != nil || sel.Empty() {
 				t.Fatalf("NetworkPolicy %s: podSelector %+v: %v", p.Name, p.Spec.PodSelector, err)
 			}
-			s := find[appsv1.StatefulSet](t, m, "readsync")
-			j := find[batchv1.Job](t, m, "readsync-backfill")
+			s := deploytest.Find[appsv1.StatefulSet](t, m, "readsync")
+			j := deploytest.Find[batchv1.Job](t, m, "readsync-backfill")
 			for what, l := range map[string]map[string]string{
-				"the daemon's pods": statefulSetPod(s, 0).labels, "the backfill's pods": indexedJobPod(j, 0).labels,
+				"the daemon's pods": deploytest.StatefulSetPod(s, 0).Labels, "the backfill's pods": deploytest.IndexedJobPod(j, 0).Labels,
 			} {
 				if !sel.Matches(labels.Set(l)) {
 					t.Errorf("NetworkPolicy %s does not select %s (%v)", p.Name, what, l)
 				}
 			}
-			if sel.Matches(labels.Set(statefulSetPod(find[appsv1.StatefulSet](t, other, "other-readsync"), 0).labels)) {
+			if sel.Matches(labels.Set(deploytest.StatefulSetPod(deploytest.Find[appsv1.StatefulSet](t, other, "other-readsync"), 0).Labels)) {
 				t.Errorf("NetworkPolicy %s selects the pods of another release", p.Name)
 			}
 
 			if len(p.Spec.Ingress) != 1 || len(p.Spec.Ingress[0].Ports) != 1 || p.Spec.Ingress[0].Ports[0].Port == nil {
 				t.Fatalf("NetworkPolicy %s: ingress %+v, want one rule of one port", p.Name, p.Spec.Ingress)
 			}
-			cfg, c := checkPod(t, m, "pod readsync-0", statefulSetPod(s, 0), exampleSecret)
+			cfg, c := checkPod(t, m, "pod readsync-0", deploytest.StatefulSetPod(s, 0), deploytest.ExampleSecret)
 			_, listen, _ := strings.Cut(cfg.HTTPAddr, ":")
 			if port := *p.Spec.Ingress[0].Ports[0].Port; containerPort(c, port) != listen {
 				t.Errorf("NetworkPolicy %s opens port %s, readsync listens on %s", p.Name, port.String(), listen)
@@ -554,7 +555,7 @@ func TestChartMountsANamesVolume(t *testing.T) {
 		if set {
 			flags = append(flags, "--set", "namesVolume.configMap.name=readsync-names")
 		}
-		m := helmTemplate(t, "readsync", flags...)
+		m := deploytest.HelmTemplate(t, "readsync", flags...)
 		specs := map[string]corev1.PodSpec{
 			"StatefulSet": one[appsv1.StatefulSet](t, m).Spec.Template.Spec,
 			"Job":         one[batchv1.Job](t, m).Spec.Template.Spec,

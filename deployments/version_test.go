@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/readsync/readsync/deployments/deploytest"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	kyaml "sigs.k8s.io/yaml"
@@ -38,46 +39,36 @@ func TestVersionInOnePlace(t *testing.T) {
 
 	t.Run("chart", func(t *testing.T) {
 		var chart struct{ Version, AppVersion string }
-		if err := kyaml.Unmarshal(tool(t, helmTool, "", "show", "chart", helmChart), &chart); err != nil {
+		if err := kyaml.Unmarshal(deploytest.Run(t, deploytest.Helm, "", "show", "chart", deploytest.Chart), &chart); err != nil {
 			t.Fatal(err)
 		}
 		if chart.Version != release || chart.AppVersion != release {
 			t.Errorf("Chart.yaml: version %q, appVersion %q; want both %s, the VERSION file's", chart.Version, chart.AppVersion, release)
 		}
-		m := helmTemplate(t, "readsync", "--set", "backfill.enabled=true")
-		s := find[appsv1.StatefulSet](t, m, "readsync")
-		j := find[batchv1.Job](t, m, "readsync-backfill")
+		m := deploytest.HelmTemplate(t, "readsync", "--set", "backfill.enabled=true")
+		s := deploytest.Find[appsv1.StatefulSet](t, m, "readsync")
+		j := deploytest.Find[batchv1.Job](t, m, "readsync-backfill")
 		for what, image := range map[string]string{"StatefulSet": s.Spec.Template.Spec.Containers[0].Image, "Job": j.Spec.Template.Spec.Containers[0].Image} {
 			if !strings.HasSuffix(image, ":"+release) {
-				t.Errorf("%s: the chart's %s runs image %s by default, want the tag %s", m.what, what, image, release)
+				t.Errorf("%s: the chart's %s runs image %s by default, want the tag %s", m.What, what, image, release)
 			}
 		}
 		if v := s.Labels["app.kubernetes.io/version"]; v != release {
-			t.Errorf("%s: StatefulSet labelled app.kubernetes.io/version %q, want %s", m.what, v, release)
+			t.Errorf("%s: StatefulSet labelled app.kubernetes.io/version %q, want %s", m.What, v, release)
 		}
 	})
 
 	t.Run("kustomize", func(t *testing.T) {
-		s := find[appsv1.StatefulSet](t, kustomizeBuild(t, k8sBase), "readsync")
-		j := find[batchv1.Job](t, kustomizeBuild(t, k8sBackfill), "readsync-backfill")
-		c := find[batchv1.CronJob](t, kustomizeBuild(t, k8sVerify), "readsync-verify")
-		for what, image := range map[string]string{k8sBase: s.Spec.Template.Spec.Containers[0].Image, k8sBackfill: j.Spec.Template.Spec.Containers[0].Image,
-			k8sVerify: c.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image} {
+		s := deploytest.Find[appsv1.StatefulSet](t, deploytest.KustomizeBuild(t, deploytest.Base), "readsync")
+		j := deploytest.Find[batchv1.Job](t, deploytest.KustomizeBuild(t, deploytest.Backfill), "readsync-backfill")
+		c := deploytest.Find[batchv1.CronJob](t, deploytest.KustomizeBuild(t, deploytest.Verify), "readsync-verify")
+		for what, image := range map[string]string{deploytest.Base: s.Spec.Template.Spec.Containers[0].Image, deploytest.Backfill: j.Spec.Template.Spec.Containers[0].Image,
+			deploytest.Verify: c.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image} {
 			if !strings.HasSuffix(image, ":"+release) {
 				t.Errorf("kustomize build %s runs image %s, want the tag %s, the VERSION file's", what, image, release)
 			}
 		}
 	})
-}
-
-// readRepoFile returns a file of the repository, by its path from the root.
-func readRepoFile(t *testing.T, name string) string {
-	t.Helper()
-	b, err := os.ReadFile("../../" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // makeDryRun prints the commands of a Makefile target without running
@@ -89,7 +80,7 @@ func makeDryRun(t *testing.T, target string) string {
 		t.Skipf("no make on PATH: %v", err)
 	}
 	cmd := exec.Command("make", "--no-print-directory", "-n", target)
-	cmd.Dir = "../.."
+	cmd.Dir = ".."
 	for _, e := range os.Environ() {
 		name, _, _ := strings.Cut(e, "=")
 		switch name {

@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 // The alerts ship as files and are tested as code: promtool checks the rule
 // file and runs its unit tests, which must cover every alert, and lints
@@ -23,27 +23,30 @@ import (
 	kyaml "sigs.k8s.io/yaml"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/deployments/deploytest"
+	"github.com/readsync/readsync/internal/app"
+	"github.com/readsync/readsync/internal/apptest"
 )
 
 const (
 	// rulesFile is the shipped rule file; the kustomize component and the
 	// Helm chart carry copies of its groups.
-	rulesFile = "../../deployments/prometheus/readsync.rules.yaml"
+	rulesFile = "prometheus/readsync.rules.yaml"
 	// rulesTestFile holds the promtool unit tests of rulesFile.
-	rulesTestFile = "../../deployments/prometheus/readsync.rules.test.yaml"
+	rulesTestFile = "prometheus/readsync.rules.test.yaml"
 )
 
 // Debian's package prometheus has both tools.
 var (
-	promtoolTool   = newTool("promtool", "READSYNC_REQUIRE_PROMETHEUS", "--version")
-	prometheusTool = newTool("prometheus", "READSYNC_REQUIRE_PROMETHEUS", "--version")
+	promtoolTool   = deploytest.NewTool("promtool", "READSYNC_REQUIRE_PROMETHEUS", "--version")
+	prometheusTool = deploytest.NewTool("prometheus", "READSYNC_REQUIRE_PROMETHEUS", "--version")
 )
 
 // promtool runs promtool with stdin and returns what it printed, both
 // streams: its findings go to either.
 func promtool(t *testing.T, stdin io.Reader, args ...string) (string, error) {
 	t.Helper()
-	path := toolPath(t, promtoolTool)
+	path := deploytest.ToolPath(t, promtoolTool)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, path, args...)
@@ -181,17 +184,18 @@ func TestEveryAlertHasUnitTests(t *testing.T) {
 // have run: passes, requests with an error among them, inserts, the spool,
 // and both names of the shard count.
 func TestMetricsPassPromtool(t *testing.T) {
-	toolPath(t, promtoolTool) // skip before starting anything
+	deploytest.ToolPath(t, promtoolTool) // skip before starting anything
 	projects := apitest.Generate(3, 2, 31)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...),
+	f := apptest.NewFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...),
 		apitest.WithFault(projects[0].NFT, apitest.FailFirst(1, apitest.StatusFault(503, "busy"))))
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
-	log, stop := f.startDaemon(t)
-	base := listenerURL(t, log.String)
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
+	d := f.StartReadsync(t)
+	log := d.Log
+	base := apptest.ListenerURL(t, log.String)
 	var metrics string
-	eventually(t, "a successful pass and its run record in the metrics", func() bool {
-		_, metrics = get(t, base, "/metrics")
-		return okPasses.MatchString(metrics) && strings.Contains(metrics, `readsync_inserts_total{outcome="ok",table="sync_runs"}`)
+	apptest.Eventually(t, "a successful pass and its run record in the metrics", func() bool {
+		_, metrics = apptest.Get(t, base, "/metrics")
+		return apptest.PassedOK(metrics, "fast") && strings.Contains(metrics, `readsync_inserts_total{outcome="ok",table="sync_runs"}`)
 	}, log.String)
 	for _, want := range []string{"\nreadsync_shards 1\n", "\nreadsync_shard_count 1\n", "\nreadsync_spool_bytes ", `outcome="http_5xx"`} {
 		if !strings.Contains(metrics, want) {
@@ -201,8 +205,8 @@ func TestMetricsPassPromtool(t *testing.T) {
 	if out, err := promtool(t, strings.NewReader(metrics), "check", "metrics"); err != nil || out != "" {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
-	waitStarted(t, log.String)
-	if code := stop(); code != exitOK {
+	apptest.WaitStarted(t, log.String)
+	if code := d.Stop(t); code != app.ExitOK {
 		t.Errorf("daemon exit %d", code)
 	}
 }

@@ -1,4 +1,4 @@
-package app
+package deployments_test
 
 // The shipped alerts in a real Prometheus: it scrapes a readsync daemon,
 // running as a process of its own, through an upstream outage, a ClickHouse
@@ -16,13 +16,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +30,9 @@ import (
 	kyaml "sigs.k8s.io/yaml"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/deployments/deploytest"
+	"github.com/readsync/readsync/internal/app"
+	"github.com/readsync/readsync/internal/apptest"
 )
 
 const (
@@ -125,81 +126,10 @@ func TestScaledRules(t *testing.T) {
 	}
 }
 
-// process is a program a test runs and stops as the kubelet would.
-type process struct {
-	name string
-	cmd  *exec.Cmd
-	log  *lockedBuffer
-	done chan struct{} // closed once the process has exited and its output is read
-	code int
-}
-
-// startProcess starts cmd with its output in a buffer; the test's end stops
-// it.
-func startProcess(t *testing.T, name string, cmd *exec.Cmd) *process {
-	t.Helper()
-	p := &process{name: name, cmd: cmd, log: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		defer close(p.done)
-		_ = cmd.Wait()
-		p.code = cmd.ProcessState.ExitCode()
-	}()
-	t.Cleanup(func() { p.stop(t) })
-	return p
-}
-
-// exited reports whether the process has exited.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// stop sends SIGTERM and returns the exit code once the process has
-// exited; it may be called again. One that has not exited a minute later is
-// killed: never a readsync in the middle of a statement otherwise, which
-// the current release's test server does not survive.
-func (p *process) stop(t *testing.T) int {
-	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM) // os.ErrProcessDone once it has exited
-	select {
-	case <-p.done:
-	case <-time.After(time.Minute):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		t.Errorf("%s did not exit within a minute of SIGTERM; output:\n%s", p.name, p.log.String())
-	}
-	return p.code
-}
-
-// startReadsync runs readsync with args as a process of its own with the
-// fixture's environment and nothing else.
-func (f *fixture) startReadsync(t *testing.T, args ...string) *process {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = []string{runsReadsync + "=1"}
-	for _, k := range slices.Sorted(maps.Keys(f.env)) {
-		cmd.Env = append(cmd.Env, k+"="+f.env[k])
-	}
-	p := startProcess(t, "readsync", cmd)
-	t.Cleanup(func() {
-		p.stop(t) // the whole output
-		f.noSecrets(t, p.log.String())
-	})
-	return p
-}
-
 // promServer is a Prometheus server a test started.
 type promServer struct {
 	t    *testing.T
-	proc *process
+	proc *apptest.Process
 	base string
 }
 
@@ -207,14 +137,14 @@ type promServer struct {
 // target as job readsync and evaluates rules, both every promInterval.
 func startPrometheus(t *testing.T, rules monitoringv1.PrometheusRuleSpec, target string) *promServer {
 	t.Helper()
-	bin := toolPath(t, prometheusTool)
+	bin := deploytest.ToolPath(t, prometheusTool)
 	dir := t.TempDir()
 	doc, err := kyaml.Marshal(rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "rules.yaml"), string(doc))
-	writeFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
+	apptest.WriteFile(t, filepath.Join(dir, "rules.yaml"), string(doc))
+	apptest.WriteFile(t, filepath.Join(dir, "prometheus.yml"), fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
   evaluation_interval: %[1]s
@@ -230,14 +160,14 @@ scrape_configs:
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn")
-	p := &promServer{t: t, proc: startProcess(t, "prometheus", cmd), base: "http://" + addr}
-	eventually(t, "Prometheus ready", func() bool {
-		if p.proc.exited() {
-			t.Fatalf("prometheus exited with %d:\n%s", p.proc.code, p.proc.log.String())
+	p := &promServer{t: t, proc: apptest.StartProcess(t, "prometheus", cmd), base: "http://" + addr}
+	apptest.Eventually(t, "Prometheus ready", func() bool {
+		if p.proc.Exited() {
+			t.Fatalf("prometheus exited with %d:\n%s", p.proc.Wait(), p.proc.Log.String())
 		}
 		code, _, err := tryGet(p.base + "/-/ready")
 		return err == nil && code == http.StatusOK
-	}, p.proc.log.String)
+	}, p.proc.Log.String)
 	return p
 }
 
@@ -265,7 +195,7 @@ var passesTotal = regexp.MustCompile(`(?m)^readsync_passes_total\{[^}]*\} (\d+)$
 func afterPass(t *testing.T, base string, log func() string) {
 	t.Helper()
 	passes := func() int {
-		_, m := get(t, base, "/metrics")
+		_, m := apptest.Get(t, base, "/metrics")
 		n := 0
 		for _, c := range passesTotal.FindAllStringSubmatch(m, -1) {
 			v, _ := strconv.Atoi(c[1])
@@ -274,7 +204,7 @@ func afterPass(t *testing.T, base string, log func() string) {
 		return n
 	}
 	before := passes()
-	eventually(t, "a pass finished", func() bool { return passes() > before }, log)
+	apptest.Eventually(t, "a pass finished", func() bool { return passes() > before }, log)
 }
 
 // tryGet fetches a URL, giving up after ten seconds.
@@ -374,7 +304,7 @@ func (p *promServer) fired(from, to time.Time) []string {
 // waitFired waits until each of alerts has fired since from.
 func (p *promServer) waitFired(from time.Time, log func() string, alerts ...string) {
 	p.t.Helper()
-	eventually(p.t, fmt.Sprintf("%v firing", alerts), func() bool {
+	apptest.Eventually(p.t, fmt.Sprintf("%v firing", alerts), func() bool {
 		fired := p.fired(from, time.Now())
 		return !slices.ContainsFunc(alerts, func(a string) bool { return !slices.Contains(fired, a) })
 	}, func() string { return fmt.Sprintf("fired since: %v\nreadsync:\n%s", p.fired(from, time.Now()), log()) })
@@ -404,7 +334,7 @@ func (p *promServer) onlyFired(from time.Time, what string, alerts ...string) {
 // until the new process is older than their threshold, though its
 // timestamps are 0 from its start.
 func TestAlertsInPrometheus(t *testing.T) {
-	toolPath(t, prometheusTool) // skip before starting anything
+	deploytest.ToolPath(t, prometheusTool) // skip before starting anything
 	rules, err := scaledRules(shippedRules(t), timeScale)
 	if err != nil {
 		t.Fatalf("%s: %v", rulesFile, err)
@@ -428,77 +358,77 @@ func TestAlertsInPrometheus(t *testing.T) {
 
 	// More names than it takes to trip the breaker.
 	projects := apitest.Generate(6, 2, 51)
-	f := newFixture(t, namesOf(projects), apitest.WithProjects(projects...))
-	proxy := f.db.NewProxy(t)
-	f.env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
-	f.env["READSYNC_SHUTDOWN_GRACE"] = "1s"
-	f.writeSchedules(t, "fast", "@every 1s", namesOf(projects))
+	f := apptest.NewFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
+	proxy := f.DB.NewProxy(t)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = proxy.DSN
+	f.Env["READSYNC_SHUTDOWN_GRACE"] = "1s"
+	f.WriteSchedules(t, "fast", "@every 1s", apptest.NamesOf(projects))
 	upstream := func(down bool) {
-		for _, n := range namesOf(projects) {
+		for _, n := range apptest.NamesOf(projects) {
 			fault := apitest.Fault{}
 			if down {
 				fault = apitest.StatusFault(503, "<html>maintenance</html>")
 			}
-			f.srv.SetFault(n, fault)
+			f.Srv.SetFault(n, fault)
 		}
 	}
 
 	// Prometheus first: it scrapes a new target only some seconds after it
 	// starts, which the first phase outlasts.
-	f.env["READSYNC_HTTP_ADDR"] = freeLoopbackAddr(t) // the restart listens there too
-	prom := startPrometheus(t, rules, f.env["READSYNC_HTTP_ADDR"])
+	f.Env["READSYNC_HTTP_ADDR"] = freeLoopbackAddr(t) // the restart listens there too
+	prom := startPrometheus(t, rules, f.Env["READSYNC_HTTP_ADDR"])
 	begin := time.Now()
-	first := f.startReadsync(t)
-	eventually(t, "a clean pass", func() bool {
-		if first.exited() {
-			t.Fatalf("readsync exited with %d", first.code)
+	first := f.StartReadsync(t)
+	apptest.Eventually(t, "a clean pass", func() bool {
+		if first.Exited() {
+			t.Fatalf("readsync exited with %d", first.Wait())
 		}
-		code, b, err := tryGet("http://" + f.env["READSYNC_HTTP_ADDR"] + "/metrics")
-		return err == nil && code == http.StatusOK && okPasses.Match(b)
-	}, first.log.String)
+		code, b, err := tryGet("http://" + f.Env["READSYNC_HTTP_ADDR"] + "/metrics")
+		return err == nil && code == http.StatusOK && apptest.PassedOK(string(b), "fast")
+	}, first.Log.String)
 
 	// The upstream answers 503 to every name.
 	upstream(true)
 	outage := time.Now()
-	prom.waitFired(outage, first.log.String, upstreamDown...)
+	prom.waitFired(outage, first.Log.String, upstreamDown...)
 	prom.onlyFired(begin, "start and upstream outage (the run records still reach ClickHouse)", upstreamDown...)
 
 	// The upstream is back and ClickHouse goes away: the passes are clean
 	// again, their rows spooled. Once the upstream's alerts have resolved,
 	// only ClickHouse's fire.
 	upstream(false)
-	afterPass(t, "http://"+f.env["READSYNC_HTTP_ADDR"], first.log.String)
+	afterPass(t, "http://"+f.Env["READSYNC_HTTP_ADDR"], first.Log.String)
 	proxy.Down()
-	eventually(t, "the upstream's alerts resolved", func() bool {
+	apptest.Eventually(t, "the upstream's alerts resolved", func() bool {
 		rs := prom.rules()
 		return !slices.ContainsFunc(upstreamDown, func(a string) bool { return rs[a].State != "inactive" })
-	}, first.log.String)
+	}, first.Log.String)
 	outage = time.Now()
-	prom.waitFired(outage, first.log.String, clickhouseDown...)
+	prom.waitFired(outage, first.Log.String, clickhouseDown...)
 	prom.onlyFired(outage, "ClickHouse outage (no refusal)", clickhouseDown...)
 
 	// Restarted into both outages, the new process has neither a clean pass
 	// nor a delivery: its timestamps are 0.
 	upstream(true)
 	before := prom.query("process_start_time_seconds", time.Now(), "job")["readsync"]
-	if code := first.stop(t); code != exitOK {
-		t.Errorf("readsync exit %d; log:\n%s", code, first.log.String())
+	if code := first.Stop(t); code != app.ExitOK {
+		t.Errorf("readsync exit %d; log:\n%s", code, first.Log.String())
 	}
-	second := f.startReadsync(t)
+	second := f.StartReadsync(t)
 	var started float64
-	eventually(t, "the new process scraped", func() bool {
+	apptest.Eventually(t, "the new process scraped", func() bool {
 		started = prom.query("process_start_time_seconds", time.Now(), "job")["readsync"]
 		return started > before
-	}, second.log.String)
+	}, second.Log.String)
 	restarted := time.Now()
 	if got := prom.query("readsync_last_success_timestamp_seconds == 0 and ignoring (schedule) readsync_last_delivery_timestamp_seconds == 0", time.Now(), "job"); len(got) != 1 {
 		t.Errorf("the new process's timestamps are not both 0: the restart proves nothing")
 	}
 	// Quiet while the process is younger than the threshold...
 	guardEnd := time.UnixMilli(int64(started * 1000)).Add(threshold - promInterval)
-	eventually(t, "the rules evaluated past the new process's guard", func() bool {
+	apptest.Eventually(t, "the rules evaluated past the new process's guard", func() bool {
 		return !slices.ContainsFunc(slices.Collect(maps.Values(prom.rules())), func(r alertRule) bool { return r.LastEvaluation.Before(guardEnd) })
-	}, second.log.String)
+	}, second.Log.String)
 	for _, a := range prom.fired(restarted, guardEnd) {
 		if slices.Contains(timestamps, a) {
 			t.Errorf("%s fired within %s of the restart", a, threshold)
@@ -506,9 +436,9 @@ func TestAlertsInPrometheus(t *testing.T) {
 	}
 	// ...and firing once it is older: the guard delays them, it does not
 	// mute them.
-	prom.waitFired(guardEnd, second.log.String, timestamps...)
+	prom.waitFired(guardEnd, second.Log.String, timestamps...)
 	prom.onlyFired(guardEnd, "after the restart", slices.Concat(upstreamDown, clickhouseDown)...)
-	if code := second.stop(t); code != exitOK {
-		t.Errorf("readsync exit %d after the restart; log:\n%s", code, second.log.String())
+	if code := second.Stop(t); code != app.ExitOK {
+		t.Errorf("readsync exit %d after the restart; log:\n%s", code, second.Log.String())
 	}
 }
