@@ -99,12 +99,6 @@ func (c *Conn) QueryRow(ctx context.Context, query string, args ...any) driver.R
 	return c.conn.QueryRow(ctx, query, args...)
 }
 
-// PrepareBatch starts an INSERT whose rows are appended to the batch it
-// returns and sent with its Send.
-func (c *Conn) PrepareBatch(ctx context.Context, query string) (driver.Batch, error) {
-	return c.conn.PrepareBatch(ctx, query)
-}
-
 // InsertRow sends an INSERT of one row, its columns' values in the order
 // query names them: a record of something done, such as a migration or a
 // reconcile. It carries the settings of every INSERT (insertSettings), so
@@ -114,7 +108,9 @@ func (c *Conn) InsertRow(ctx context.Context, query string, values ...any) error
 	if err != nil {
 		return err
 	}
-	b, err := c.conn.PrepareBatch(WithSettings(ctx, c.insertSettings(s)), query)
+	bctx, release := batchContext(WithSettings(ctx, c.insertSettings(s)))
+	defer release()
+	b, err := c.conn.PrepareBatch(bctx, query)
 	if err != nil {
 		return err
 	}
@@ -122,5 +118,7 @@ func (c *Conn) InsertRow(ctx context.Context, query string, values ...any) error
 	if err := b.Append(values...); err != nil {
 		return err
 	}
-	return b.Send()
+	err = b.Send()
+	release()
+	return err
 }

@@ -69,7 +69,9 @@ func send[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows [
 	// Naming the columns is required by 18.16 and keeps added columns from
 	// shifting values on newer servers.
 	q := fmt.Sprintf("INSERT INTO %s (%s)", c.names.Table(name), t.ColumnList())
-	batch, err := c.conn.PrepareBatch(ctx, q)
+	bctx, release := batchContext(ctx)
+	defer release()
+	batch, err := c.conn.PrepareBatch(bctx, q)
 	if err != nil {
 		return c.Redact(fmt.Errorf("insert into %s: prepare: %w", name, err))
 	}
@@ -89,7 +91,9 @@ func send[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows [
 			}
 		}
 	}
-	if err := batch.Send(); err != nil {
+	err = batch.Send()
+	release()
+	if err != nil {
 		return c.Redact(fmt.Errorf("insert %d rows into %s: %w", n, name, err))
 	}
 	return nil
