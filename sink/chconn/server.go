@@ -3,19 +3,16 @@ package chconn
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 )
 
 // Server is the ClickHouse server readsync writes to, as read once when it
 // first answers: its version and what it supports. Whatever readsync does
-// differently by server is decided from a Server, in this file: by asking
-// the server what it has (system.settings, system.merge_tree_settings)
-// where it can, and by the version only where nothing can be asked, with
-// the reason next to the threshold.
+// differently by server is decided from a Server, here and in
+// capabilities_1816.go: by asking the server what it has (system.settings,
+// system.merge_tree_settings) where it can, and by the version only where
+// nothing can be asked, with the reason next to the threshold.
 //
 // A database must not change behaviour when its server is upgraded: what
 // a migration created on an older server stays as it is, and the views
@@ -72,31 +69,10 @@ func pinnedInsertSettings() []pinnedSetting {
 	}
 }
 
-// The settings readsync asks a server about.
-const (
-	// settingDedupToken makes an INSERT carry its own deduplication token.
-	settingDedupToken = "insert_deduplication_token"
-	// SettingDedupWindow is the MergeTree setting with which a table that
-	// is not replicated remembers the tokens of its last INSERTs.
-	SettingDedupWindow = "non_replicated_deduplication_window"
-)
-
 // oldestTested is the oldest ClickHouse release the tests run on; readsync
 // warns about an older server, whose SQL dialect it has never been run
 // against.
 var oldestTested = proto.Version{Major: 18, Minor: 16, Patch: 1}
-
-// pinned returns the settings of pinnedInsertSettings the server knows,
-// with the values readsync needs.
-func (s Server) pinned() clickhouse.Settings {
-	out := clickhouse.Settings{}
-	for _, p := range pinnedInsertSettings() {
-		if slices.Contains(s.has, p.name) {
-			out[p.name] = p.value
-		}
-	}
-	return out
-}
 
 // String is the release, e.g. "26.7.2.1".
 func (s Server) String() string { return s.Release }
@@ -104,14 +80,6 @@ func (s Server) String() string { return s.Release }
 // Tested reports whether the server is at least the oldest release the
 // tests run on.
 func (s Server) Tested() bool { return proto.CheckMinVersion(oldestTested, s.Version) }
-
-// DedupTokens reports whether a table that is not replicated can drop an
-// INSERT it has already taken, by the token the INSERT carries: both
-// settings are needed, the table's window and the query's token. 18.16 has
-// neither.
-func (s Server) DedupTokens() bool {
-	return slices.Contains(s.has, settingDedupToken) && slices.Contains(s.has, SettingDedupWindow)
-}
 
 // Server returns the server readsync writes to, read on the first call
 // that reaches it and kept for the connection's life.
@@ -134,18 +102,6 @@ func (c *Conn) Server(ctx context.Context) (Server, error) {
 	return s, nil
 }
 
-// pinnedNames lists, in order, the settings every INSERT of rows sets on
-// the server, as name=value.
-func (s Server) pinnedNames() string {
-	var out []string
-	for _, p := range pinnedInsertSettings() {
-		if slices.Contains(s.has, p.name) {
-			out = append(out, fmt.Sprintf("%s=%d", p.name, p.value))
-		}
-	}
-	return strings.Join(out, ",")
-}
-
 func readServer(ctx context.Context, c *Conn) (Server, error) {
 	if err := c.conn.Ping(ctx); err != nil {
 		return Server{}, fmt.Errorf("ping ClickHouse: %w", err)
@@ -158,20 +114,8 @@ func readServer(ctx context.Context, c *Conn) (Server, error) {
 	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&s.Release); err != nil {
 		return Server{}, fmt.Errorf("ClickHouse server version: %w", err)
 	}
-	// Names as literals: servers bind a slice parameter differently.
-	names := []string{QuoteString(settingDedupToken)}
-	for _, p := range pinnedInsertSettings() {
-		names = append(names, QuoteString(p.name))
+	if s.has, err = readCapabilities(ctx, c); err != nil {
+		return Server{}, err
 	}
-	settings, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.settings WHERE name IN ("+strings.Join(names, ", ")+")")
-	if err != nil {
-		return Server{}, fmt.Errorf("read system.settings: %w", err)
-	}
-	// system.merge_tree_settings exists on every tested release.
-	mt, err := QueryColumn[string](ctx, c.conn, "SELECT name FROM system.merge_tree_settings WHERE name = "+QuoteString(SettingDedupWindow))
-	if err != nil {
-		return Server{}, fmt.Errorf("read system.merge_tree_settings: %w", err)
-	}
-	s.has = append(settings, mt...)
 	return s, nil
 }
