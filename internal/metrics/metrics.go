@@ -77,80 +77,98 @@ func New(version, commit string) *Metrics {
 
 // newSeries declares the series the process updates as it goes.
 func newSeries() *Metrics {
-	return &Metrics{
-		reg:   prometheus.NewRegistry(),
-		names: newNameMetrics(),
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "readsync_passes_total",
-			Help: "Passes finished, by schedule (empty for a backfill over several), trigger and status (ok, partial, failed).",
-		}, []string{"schedule", "trigger", "status"}),
-		passDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "readsync_pass_duration_seconds",
-			Help:    "Wall time of a pass, from its start to its run record.",
-			Buckets: prometheus.ExponentialBuckets(0.5, 2, 12), // 0.5s to about 17 minutes
-		}, []string{"schedule", "trigger"}),
-		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "readsync_last_success_timestamp_seconds",
-			Help: "Unix time at which the schedule's last pass with every name synced finished.",
-		}, []string{"schedule"}),
-		namesFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "readsync_names_failed_total",
-			Help: "nft names that failed in a pass, by schedule.",
-		}, []string{"schedule"}),
-		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "readsync_api_requests_total",
-			Help: "Upstream request attempts, retries included, by operation and outcome.",
-		}, []string{"operation", "outcome"}),
-		apiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "readsync_api_request_duration_seconds",
-			Help:    "Duration of upstream request attempts, body included, by operation.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms to about 40s
-		}, []string{"operation"}),
-		rowsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "readsync_rows_written_total",
-			Help: "Rows ClickHouse confirmed, by table (spool replays included).",
-		}, []string{"table"}),
-		inserts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "readsync_inserts_total",
-			Help: "INSERT statements sent to ClickHouse, by table and outcome (ok, error).",
-		}, []string{"table", "outcome"}),
-		rowsSpooled: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "readsync_rows_spooled_total",
-			Help: "Rows ClickHouse did not take that went to the spool.",
-		}),
-		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "readsync_upstream_breaker_open",
-			Help: "1 from the moment a pass stopped asking an unavailable upstream until a name of a later pass succeeds, else 0.",
-		}),
-		breakerTrips: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "readsync_upstream_breaker_trips_total",
-			Help: "Passes that stopped asking the upstream because it did not answer.",
-		}),
-		shardIndex: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "readsync_shard_index",
-			Help: "The shard of the scheduled names this process took at its last pass (READSYNC_SHARD's i), 0 without sharding; at or above readsync_shards, it took none.",
-		}),
-		shardReadFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "readsync_shard_count_read_failures_total",
-			Help: "Reads of the StatefulSet's replicas that failed (READSYNC_SHARD=<pod>/statefulset); the last count read stays in use meanwhile.",
-		}),
-		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "readsync_reconciles_total",
-			Help: "Reconcile steps, each a bounded part of what changed in the stored history, by outcome: ok, error, or deferred (another daemon runs the steps).",
-		}, []string{"outcome"}),
-		reconcileReached: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "readsync_reconcile_reached_timestamp_seconds",
-			Help: "Unix time of change before which the reconcile has read every change, as of this process's last step; 0 before its first.",
-		}),
-		reconcilePending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "readsync_reconcile_pending_changes",
-			Help: "Changes recorded in the change logs that the reconcile has not read yet, as of this process's last step; 0 while another daemon runs the steps.",
-		}),
-		reconcileRewritten: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "readsync_reconcile_rewritten_total",
-			Help: "Rows of reads gained that a reconcile found stale or missing and wrote again: a write whose refresh did not run or read a stale replica, or rows written by another process or by hand.",
-		}),
-	}
+	m := &Metrics{reg: prometheus.NewRegistry(), names: newNameMetrics()}
+	m.declarePassSeries()
+	m.declareWriteSeries()
+	m.declareShardSeries()
+	m.declareReconcileSeries()
+	return m
+}
+
+// declarePassSeries declares the series of passes and of the upstream they ask.
+func (m *Metrics) declarePassSeries() {
+	m.passes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_passes_total",
+		Help: "Passes finished, by schedule (empty for a backfill over several), trigger and status (ok, partial, failed).",
+	}, []string{"schedule", "trigger", "status"})
+	m.passDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "readsync_pass_duration_seconds",
+		Help:    "Wall time of a pass, from its start to its run record.",
+		Buckets: prometheus.ExponentialBuckets(0.5, 2, 12), // 0.5s to about 17 minutes
+	}, []string{"schedule", "trigger"})
+	m.lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "readsync_last_success_timestamp_seconds",
+		Help: "Unix time at which the schedule's last pass with every name synced finished.",
+	}, []string{"schedule"})
+	m.namesFailed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_names_failed_total",
+		Help: "nft names that failed in a pass, by schedule.",
+	}, []string{"schedule"})
+	m.apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_api_requests_total",
+		Help: "Upstream request attempts, retries included, by operation and outcome.",
+	}, []string{"operation", "outcome"})
+	m.apiDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "readsync_api_request_duration_seconds",
+		Help:    "Duration of upstream request attempts, body included, by operation.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14), // 5ms to about 40s
+	}, []string{"operation"})
+	m.breakerOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "readsync_upstream_breaker_open",
+		Help: "1 from the moment a pass stopped asking an unavailable upstream until a name of a later pass succeeds, else 0.",
+	})
+	m.breakerTrips = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "readsync_upstream_breaker_trips_total",
+		Help: "Passes that stopped asking the upstream because it did not answer.",
+	})
+}
+
+// declareWriteSeries declares the series of what reaches ClickHouse or the spool.
+func (m *Metrics) declareWriteSeries() {
+	m.rowsWritten = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_rows_written_total",
+		Help: "Rows ClickHouse confirmed, by table (spool replays included).",
+	}, []string{"table"})
+	m.inserts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_inserts_total",
+		Help: "INSERT statements sent to ClickHouse, by table and outcome (ok, error).",
+	}, []string{"table", "outcome"})
+	m.rowsSpooled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "readsync_rows_spooled_total",
+		Help: "Rows ClickHouse did not take that went to the spool.",
+	})
+}
+
+// declareShardSeries declares the series of the shard a process takes.
+func (m *Metrics) declareShardSeries() {
+	m.shardIndex = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "readsync_shard_index",
+		Help: "The shard of the scheduled names this process took at its last pass (READSYNC_SHARD's i), 0 without sharding; at or above readsync_shards, it took none.",
+	})
+	m.shardReadFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "readsync_shard_count_read_failures_total",
+		Help: "Reads of the StatefulSet's replicas that failed (READSYNC_SHARD=<pod>/statefulset); the last count read stays in use meanwhile.",
+	})
+}
+
+// declareReconcileSeries declares the series of the reconcile's steps.
+func (m *Metrics) declareReconcileSeries() {
+	m.reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_reconciles_total",
+		Help: "Reconcile steps, each a bounded part of what changed in the stored history, by outcome: ok, error, or deferred (another daemon runs the steps).",
+	}, []string{"outcome"})
+	m.reconcileReached = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "readsync_reconcile_reached_timestamp_seconds",
+		Help: "Unix time of change before which the reconcile has read every change, as of this process's last step; 0 before its first.",
+	})
+	m.reconcilePending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "readsync_reconcile_pending_changes",
+		Help: "Changes recorded in the change logs that the reconcile has not read yet, as of this process's last step; 0 while another daemon runs the steps.",
+	})
+	m.reconcileRewritten = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "readsync_reconcile_rewritten_total",
+		Help: "Rows of reads gained that a reconcile found stale or missing and wrote again: a write whose refresh did not run or read a stale replica, or rows written by another process or by hand.",
+	})
 }
 
 // registerReadOnScrape registers the series whose value is fixed (the

@@ -41,10 +41,31 @@ func (h *History) refreshGainDays(ctx context.Context, days map[chconn.ProjectDa
 	if len(days) == 0 {
 		return nil
 	}
+	sums, err := h.sumGainDays(ctx, days)
+	if err != nil {
+		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
+	}
+	if len(sums) == 0 {
+		return nil
+	}
+	return h.writeGainDays(ctx, sums)
+}
+
+// daySum is one project day's gains, summed over its snapshots, with the
+// sum of their keys.
+type daySum struct {
+	snapshots, newMessages, missed uint64
+	reads                          int64
+	key                            []*big.Int
+}
+
+// sumGainDays reads the gains rollup's rows of the days and sums each
+// day's snapshots.
+func (h *History) sumGainDays(ctx context.Context, days map[chconn.ProjectDay]bool) (map[chconn.ProjectDay]*daySum, error) {
 	projects, lo, hi := daySpan(days)
 	pt, err := chconn.ProjectsExt("day_projects", projects)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The projects and the span of days narrow the read; the days not
 	// asked for that fall in it are skipped below.
@@ -53,11 +74,6 @@ func (h *History) refreshGainDays(ctx context.Context, days map[chconn.ProjectDa
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
 GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
-	type daySum struct {
-		snapshots, newMessages, missed uint64
-		reads                          int64
-		key                            []*big.Int
-	}
 	sums := map[chconn.ProjectDay]*daySum{}
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
@@ -90,9 +106,11 @@ GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InE
 		}
 		return nil
 	})
-	if err != nil {
-		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
-	}
+	return sums, err
+}
+
+// writeGainDays writes the days' sums into the day gains rollup.
+func (h *History) writeGainDays(ctx context.Context, sums map[chconn.ProjectDay]*daySum) error {
 	// The values go as external data, a table sent with the INSERT:
 	// as literals in its text, 18.16 took half a second to parse a pass's
 	// worth.
@@ -107,10 +125,7 @@ GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InE
 			return fmt.Errorf("refresh %s: %w", schema.DayGainsRollup, err)
 		}
 	}
-	if len(sums) == 0 {
-		return nil
-	}
-	q = fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
+	q := fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
 SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
 FROM day_gains
 GROUP BY project_id, day`, h.names.Table(schema.DayGainsRollup))
