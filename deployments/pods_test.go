@@ -37,7 +37,7 @@ func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	// Two schedules sharing names: a backfill fetches a shared name once,
 	// and so must the pods together.
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
-	writeTwoSchedules(t, schedules, names[:40], names[20:])
+	apptest.WriteScheduleList(t, schedules, "0 * * * *", names[:40], names[20:])
 	settings := map[string]string{"READSYNC_API_BASE_URL": srv.URL, "READSYNC_RATE_LIMIT": "0", "READSYNC_LOG_FORMAT": "json"}
 
 	// kustomize: the base scaled with the documented command, its settings
@@ -151,20 +151,5 @@ func runPod(t *testing.T, m deploytest.Manifests, p deploytest.Pod, kubelet map[
 	}
 	if strings.Contains(stderr.String(), deploytest.Credentials["READSYNC_CLIENT_SECRET"]) {
 		t.Errorf("pod %s: the log leaks the client secret", p.Name)
-	}
-}
-
-func writeTwoSchedules(t *testing.T, file string, a, b []string) {
-	t.Helper()
-	var doc strings.Builder
-	doc.WriteString("schedules:\n")
-	for i, names := range [][]string{a, b} {
-		fmt.Fprintf(&doc, "  - name: s%d\n    cron: \"0 * * * *\"\n    nft_names:\n", i)
-		for _, n := range names {
-			fmt.Fprintf(&doc, "      - %q\n", n)
-		}
-	}
-	if err := os.WriteFile(file, []byte(doc.String()), 0o644); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -48,7 +48,7 @@ func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 		apitest.WithCredentials(deploytest.Credentials["READSYNC_CLIENT_ID"], deploytest.Credentials["READSYNC_CLIENT_SECRET"]))
 	t.Cleanup(srv.Close)
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
-	writeScheduleList(t, schedules, "@every 1h", names[:35], names[15:])
+	apptest.WriteScheduleList(t, schedules, "@every 1h", names[:35], names[15:])
 	settings := map[string]string{"READSYNC_API_BASE_URL": srv.URL, "READSYNC_RATE_LIMIT": "0", "READSYNC_LOG_FORMAT": "json"}
 
 	// A copy of the base with these settings and schedules, as an
@@ -240,19 +240,6 @@ func (c *cluster) scheduled(schedule string) []string {
 	}
 	c.t.Fatalf("no pod knows schedule %s", schedule)
 	return nil
-}
-
-func writeScheduleList(t *testing.T, file, cron string, lists ...[]string) {
-	t.Helper()
-	var doc strings.Builder
-	doc.WriteString("schedules:\n")
-	for i, names := range lists {
-		fmt.Fprintf(&doc, "  - name: s%d\n    cron: %q\n    nft_names:\n", i, cron)
-		for _, n := range names {
-			fmt.Fprintf(&doc, "      - %q\n", n)
-		}
-	}
-	apptest.WriteFile(t, file, doc.String())
 }
 
 // gauge is the value of the gauge name in reg.

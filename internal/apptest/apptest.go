@@ -78,6 +78,21 @@ func WriteSchedules(t *testing.T, path, name, spec string, names []string) {
 	}
 }
 
+// WriteScheduleList writes a schedules file of one schedule per list of
+// names, named s0, s1, … in order, all on the cron spec.
+func WriteScheduleList(t *testing.T, path, spec string, lists ...[]string) {
+	t.Helper()
+	var doc strings.Builder
+	doc.WriteString("schedules:\n")
+	for i, names := range lists {
+		fmt.Fprintf(&doc, "  - name: s%d\n    cron: %q\n    nft_names:\n", i, spec)
+		for _, n := range names {
+			fmt.Fprintf(&doc, "      - %q\n", n)
+		}
+	}
+	WriteFile(t, path, doc.String())
+}
+
 // WriteSchedules replaces the fixture's schedules file.
 func (f *Fixture) WriteSchedules(t *testing.T, name, spec string, names []string) {
 	t.Helper()
