@@ -22,17 +22,9 @@ import (
 // A signal lets the pass go on for the shutdown grace and then cancels it;
 // what was fetched is spooled, and the exit code tells what was not done.
 func (a *app) backfill(ctx context.Context, f flags) int {
-	sh := shard.All()
-	if len(f.nft) == 0 {
-		var err error
-		if sh, err = a.shares.Check(ctx); err != nil {
-			fmt.Fprintf(a.stderr, "readsync: %v\n", err)
-			if kubeapi.Permanent(err) {
-				return ExitConfig
-			}
-			return ExitFailed
-		}
-		a.metrics.ObserveShare(sh)
+	sh, code := a.backfillShare(ctx, f)
+	if code != ExitOK {
+		return code
 	}
 	if err := a.knownSchedule(f.schedule); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
@@ -79,6 +71,26 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// backfillShare is the share of the names a backfill takes: all of them
+// for names given with --nft, else this process's shard, read as the
+// daemon reads it before a pass. A code other than ExitOK is the exit of
+// a share that could not be read.
+func (a *app) backfillShare(ctx context.Context, f flags) (shard.Share, int) {
+	if len(f.nft) > 0 {
+		return shard.All(), ExitOK
+	}
+	sh, err := a.shares.Check(ctx)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
+		if kubeapi.Permanent(err) {
+			return sh, ExitConfig
+		}
+		return sh, ExitFailed
+	}
+	a.metrics.ObserveShare(sh)
+	return sh, ExitOK
 }
 
 // backfillPass runs the backfill's pass p with its progress shown, and

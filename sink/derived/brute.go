@@ -157,36 +157,9 @@ func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 // and returns every cron tick recorded, per schedule, sorted: what missed
 // ticks count.
 func (h *History) bruteCoverage(ctx context.Context, w verifyWindow, rows viewRows) (map[string][]uint32, error) {
-	type tick struct {
-		schedule string
-		at       uint32
-	}
-	type fate struct{ run, ok, skipped, missed bool }
-	fates := map[tick]*fate{}
-	err := chconn.QueryEach(ctx, h.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+h.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
-		func(r driver.Rows) error {
-			var (
-				t      tick
-				status string
-			)
-			if err := r.Scan(&t.schedule, &t.at, &status); err != nil {
-				return err
-			}
-			f := fates[t]
-			if f == nil {
-				f = &fate{run: true, ok: true}
-				fates[t] = f
-			}
-			// A tick runs when every shard that recorded it ran it, and is
-			// ok when every one finished ok.
-			f.run = f.run && (status == "ok" || status == "partial" || status == "failed")
-			f.ok = f.ok && status == "ok"
-			f.skipped = f.skipped || status == "skipped"
-			f.missed = f.missed || status == "missed"
-			return nil
-		})
+	fates, err := h.tickFates(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read the ticks of sync_runs: %w", err)
+		return nil, err
 	}
 	ticks := map[string][]uint32{}
 	type day struct {
@@ -218,6 +191,47 @@ func (h *History) bruteCoverage(ctx context.Context, w verifyWindow, rows viewRo
 		rows[d.schedule+"\t"+dateText(d.day)] = joinNumbers(n[:]...)
 	}
 	return ticks, nil
+}
+
+// cronTick is a schedule's tick.
+type cronTick struct {
+	schedule string
+	at       uint32
+}
+
+// tickFate is what became of a cron tick, over the shards that recorded
+// it.
+type tickFate struct{ run, ok, skipped, missed bool }
+
+// tickFates reads what became of every cron tick sync_runs records.
+func (h *History) tickFates(ctx context.Context) (map[cronTick]*tickFate, error) {
+	fates := map[cronTick]*tickFate{}
+	err := chconn.QueryEach(ctx, h.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+h.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
+		func(r driver.Rows) error {
+			var (
+				t      cronTick
+				status string
+			)
+			if err := r.Scan(&t.schedule, &t.at, &status); err != nil {
+				return err
+			}
+			f := fates[t]
+			if f == nil {
+				f = &tickFate{run: true, ok: true}
+				fates[t] = f
+			}
+			// A tick runs when every shard that recorded it ran it, and is
+			// ok when every one finished ok.
+			f.run = f.run && (status == "ok" || status == "partial" || status == "failed")
+			f.ok = f.ok && status == "ok"
+			f.skipped = f.skipped || status == "skipped"
+			f.missed = f.missed || status == "missed"
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read the ticks of sync_runs: %w", err)
+	}
+	return fates, nil
 }
 
 // bruteStep computes the rows of the snapshot views for projects.

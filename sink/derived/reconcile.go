@@ -250,44 +250,13 @@ func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (S
 // horizon, and refreshes what they touched.
 func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit int) (StepReport, error) {
 	rep := StepReport{From: pos, To: pos, Horizon: sink.Time(horizon).Time()}
-	changed := chconn.SnapshotSet{}
-	q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, project_id, toUInt32(snapshot_at) AS s FROM %s
-WHERE %s AND changed_at < %s
-ORDER BY c, project_id, s
-LIMIT %d`, h.names.Table(schema.SnapshotChanges), pos.Snapshots.after(), chconn.DateTime(horizon), limit)
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
-		k := &rep.To.Snapshots
-		if err := rows.Scan(&k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
-			return err
-		}
-		k.Open = false
-		changed.Add(k.Project, k.SnapshotAt)
-		rep.ChangedSnapshots++
-		return nil
-	})
+	changed, err := h.readSnapshotChanges(ctx, &rep, horizon, limit)
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
+		return rep, err
 	}
-	ticks := map[string][]uint32{}
-	q = fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, schedule, toUInt32(tick) AS t FROM %s
-WHERE %s AND changed_at < %s
-ORDER BY c, schedule, t
-LIMIT %d`, h.names.Table(schema.TickChanges), pos.Ticks.after(), chconn.DateTime(horizon), limit)
-	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
-		k := &rep.To.Ticks
-		if err := rows.Scan(&k.ChangedAt, &k.Schedule, &k.Tick); err != nil {
-			return err
-		}
-		k.Open = false
-		ticks[k.Schedule] = append(ticks[k.Schedule], k.Tick)
-		rep.ChangedTicks++
-		return nil
-	})
+	ticks, err := h.readTickChanges(ctx, &rep, horizon, limit)
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
-	}
-	for _, ts := range ticks {
-		slices.Sort(ts)
+		return rep, err
 	}
 	snapsDone, ticksDone := rep.ChangedSnapshots < limit, rep.ChangedTicks < limit
 	rep.CaughtUp = snapsDone && ticksDone
@@ -308,6 +277,58 @@ LIMIT %d`, h.names.Table(schema.TickChanges), pos.Ticks.after(), chconn.DateTime
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)
 	}
 	return rep, nil
+}
+
+// readSnapshotChanges reads at most limit project snapshot changes after
+// rep.To.Snapshots and before horizon, moving rep.To.Snapshots to the last.
+func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) (chconn.SnapshotSet, error) {
+	changed := chconn.SnapshotSet{}
+	q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, project_id, toUInt32(snapshot_at) AS s FROM %s
+WHERE %s AND changed_at < %s
+ORDER BY c, project_id, s
+LIMIT %d`, h.names.Table(schema.SnapshotChanges), rep.To.Snapshots.after(), chconn.DateTime(horizon), limit)
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		k := &rep.To.Snapshots
+		if err := rows.Scan(&k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
+			return err
+		}
+		k.Open = false
+		changed.Add(k.Project, k.SnapshotAt)
+		rep.ChangedSnapshots++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
+	}
+	return changed, nil
+}
+
+// readTickChanges reads at most limit tick changes after rep.To.Ticks and
+// before horizon, moving rep.To.Ticks to the last; it returns each
+// schedule's ticks, sorted.
+func (h *History) readTickChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) (map[string][]uint32, error) {
+	ticks := map[string][]uint32{}
+	q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, schedule, toUInt32(tick) AS t FROM %s
+WHERE %s AND changed_at < %s
+ORDER BY c, schedule, t
+LIMIT %d`, h.names.Table(schema.TickChanges), rep.To.Ticks.after(), chconn.DateTime(horizon), limit)
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		k := &rep.To.Ticks
+		if err := rows.Scan(&k.ChangedAt, &k.Schedule, &k.Tick); err != nil {
+			return err
+		}
+		k.Open = false
+		ticks[k.Schedule] = append(ticks[k.Schedule], k.Tick)
+		rep.ChangedTicks++
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
+	}
+	for _, ts := range ticks {
+		slices.Sort(ts)
+	}
+	return ticks, nil
 }
 
 // position returns where the recorded steps have read up to: the

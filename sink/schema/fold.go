@@ -49,6 +49,30 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 			return err
 		}
 	}
+	if err := foldPartitions(ctx, m, cutoff); err != nil {
+		return err
+	}
+	// The day rollup last, from the daily rollup, which now holds every
+	// row.
+	if err := foldDays(ctx, m); err != nil {
+		return err
+	}
+	// A view another process replaced already is replaced again, with
+	// the same definition.
+	for _, q := range rollupViewsDDL(d) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// foldPartitions folds each partition of the snapshot history into the
+// rollups of rows, a partition at a time, and marks it folded: a later run
+// of the step skips the partitions marked, for the summing rollup, which
+// would count their rows twice.
+func foldPartitions(ctx context.Context, m *migrator, cutoff uint64) error {
+	d := m.ddl
 	folded, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT DISTINCT partition FROM "+d.Table(foldsTable.name)+" WHERE partition != ''")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", foldsTable.name, err)
@@ -84,18 +108,6 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 		}
 		m.log.Info("folded snapshot partition", "partition", p, "done", i+1, "of", len(partitions),
 			"duration_ms", time.Since(start).Milliseconds())
-	}
-	// The day rollup last, from the daily rollup, which now holds every
-	// row.
-	if err := foldDays(ctx, m); err != nil {
-		return err
-	}
-	// A view another process replaced already is replaced again, with
-	// the same definition.
-	for _, q := range rollupViewsDDL(d) {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
 	}
 	return nil
 }
