@@ -60,14 +60,25 @@ dsns() {
 ping_node() { ping_clickhouse "$(http_port "$1")"; }
 
 # ping_zk: ZooKeeper answers the four-letter word "ruok" with "imok".
+# zk_word sends ZooKeeper one of its four-letter commands and prints the reply.
+zk_word() {
+	# shellcheck disable=SC2016 # $1 and $2 expand in the inner bash
+	timeout 2 bash -c '
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf "%s" "$2" >&3
+		cat <&3' _ "$ZK_PORT" "$1" 2>/dev/null || true
+}
+
+# ping_zk: ZooKeeper serves sessions. It answers ruok as soon as it runs,
+# but refuses sessions while it loads its data (a long log after many test
+# runs), and a node that starts then exits; srvr says "Mode:" only once it
+# serves. A ZooKeeper started by an earlier version of this script allows
+# ruok alone, and is taken as serving when it says so.
 ping_zk() {
 	local reply
-	# shellcheck disable=SC2016 # $1 expands in the inner bash
-	reply="$(timeout 2 bash -c '
-		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
-		printf ruok >&3
-		cat <&3' _ "$ZK_PORT" 2>/dev/null || true)"
-	[[ "$reply" == imok ]]
+	[[ "$(zk_word ruok)" == imok ]] || return 1
+	reply="$(zk_word srvr)"
+	[[ "$reply" == *"Mode:"* || "$reply" == *"not in the whitelist"* ]]
 }
 
 # running_state_dir: the state dir of the cluster whose ZooKeeper, started by this
@@ -133,7 +144,7 @@ write_zk_config() {
 		clientPort=$ZK_PORT
 		clientPortAddress=127.0.0.1
 		admin.enableServer=false
-		4lw.commands.whitelist=ruok
+		4lw.commands.whitelist=ruok,srvr
 		forceSync=no
 		preAllocSize=4096
 		autopurge.snapRetainCount=3
