@@ -134,6 +134,7 @@ func TestShutdownStopsTheListenerBeforeClickHouse(t *testing.T) {
 	log, stop := f.startDaemon(t)
 	base := apptest.ListenerURL(t, log.String)
 	apptest.Eventually(t, "readiness", func() bool { c, _ := apptest.Get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
+	apptest.WaitStarted(t, log.String)
 	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d", code)
 	}

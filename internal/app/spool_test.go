@@ -101,6 +101,7 @@ func TestDaemonFlushesTheSpoolAtStart(t *testing.T) {
 
 	log, stop := f.startDaemon(t)
 	apptest.Eventually(t, "the spool flushed", func() bool { return len(spoolEntries(t, f.Env["READSYNC_SPOOL_DIR"])) == 0 }, log.String)
+	apptest.WaitStarted(t, log.String)
 	if code := stop(); code != ExitOK {
 		t.Fatalf("daemon exit %d; log:\n%s", code, log.String())
 	}
