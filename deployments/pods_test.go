@@ -31,9 +31,7 @@ import (
 func TestManifestPodsFetchEveryNameOnce(t *testing.T) {
 	projects := apitest.Generate(60, 1, 11)
 	names := apptest.NamesOf(projects)
-	srv := apitest.NewServer(apitest.WithProjects(projects...),
-		apitest.WithCredentials(deploytest.Credentials["READSYNC_CLIENT_ID"], deploytest.Credentials["READSYNC_CLIENT_SECRET"]))
-	t.Cleanup(srv.Close)
+	srv := deploytest.NewUpstream(t, projects)
 	// Two schedules sharing names: a backfill fetches a shared name once,
 	// and so must the pods together.
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"github.com/readsync/readsync/apiclient/apitest"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -466,6 +467,16 @@ func (s SecretRef) Lookup(creds map[string]string) SecretLookup {
 		}
 		return "", fmt.Errorf("no key %q in the Secret %s", key, name)
 	}
+}
+
+// NewUpstream serves the projects as the fake upstream, to the
+// Credentials the ExampleSecret holds, until the test ends.
+func NewUpstream(t *testing.T, projects []apitest.Project) *apitest.Server {
+	t.Helper()
+	srv := apitest.NewServer(apitest.WithProjects(projects...),
+		apitest.WithCredentials(Credentials["READSYNC_CLIENT_ID"], Credentials["READSYNC_CLIENT_SECRET"]))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // PodEnv is the pod's environment as the kubelet builds it, with the

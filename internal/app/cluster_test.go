@@ -13,6 +13,7 @@ import (
 	"github.com/sethvargo/go-envconfig"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -90,10 +91,7 @@ var localTables = []string{"projects_local", "messages_local", "message_read_sna
 // the Distributed tables and the views.
 func TestBackfillAcrossTopologies(t *testing.T) {
 	projects := append(goldenProjects(), apitest.Generate(12, 4, 3)...)
-	names := make([]string, len(projects))
-	for i, p := range projects {
-		names[i] = p.NFT
-	}
+	names := apptest.NamesOf(projects)
 	passes := func(t *testing.T, f *fixture) {
 		t.Helper()
 		for i, at := range []string{"2026-02-03T04:00:00Z", "2026-02-03T05:00:00Z", "2026-02-03T05:00:00Z"} {
@@ -142,10 +140,7 @@ func TestBackfillAcrossTopologies(t *testing.T) {
 func TestReplicaDownDuringPass(t *testing.T) {
 	c := sinktest.NewCluster(t, sinktest.Replicated, sinktest.Exclusive())
 	projects := apitest.Generate(40, 4, 11)
-	names := make([]string, len(projects))
-	for i, p := range projects {
-		names[i] = p.NFT
-	}
+	names := apptest.NamesOf(projects)
 	f := newFixture(t, names, apitest.WithProjects(projects...), apitest.WithLatency(100*time.Millisecond))
 	f.onCluster(c)
 	f.Env["READSYNC_CONCURRENCY"] = "1"

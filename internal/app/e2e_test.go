@@ -222,10 +222,7 @@ func TestBackfillUpsertsOneSnapshot(t *testing.T) {
 // a table here falls in one partition.
 func TestBackfillBatchesInserts(t *testing.T) {
 	projects := apitest.Generate(40, 5, 7)
-	names := make([]string, len(projects))
-	for i, p := range projects {
-		names[i] = p.NFT
-	}
+	names := apptest.NamesOf(projects)
 	parts := func(f *fixture, table string) uint64 {
 		var n uint64
 		f.Query(t, fmt.Sprintf("SELECT toUInt64(max(max_block_number) - min(min_block_number) + 1) FROM system.parts WHERE active AND database = '%s' AND table = '%s'", f.DB.Name, table), &n)

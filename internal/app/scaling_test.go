@@ -44,9 +44,7 @@ type scalingRoute struct {
 func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
 	projects := apitest.Generate(50, 1, 5)
 	names := apptest.NamesOf(projects)
-	srv := apitest.NewServer(apitest.WithProjects(projects...),
-		apitest.WithCredentials(deploytest.Credentials["READSYNC_CLIENT_ID"], deploytest.Credentials["READSYNC_CLIENT_SECRET"]))
-	t.Cleanup(srv.Close)
+	srv := deploytest.NewUpstream(t, projects)
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
 	apptest.WriteScheduleList(t, schedules, "@every 1h", names[:35], names[15:])
 	settings := map[string]string{"READSYNC_API_BASE_URL": srv.URL, "READSYNC_RATE_LIMIT": "0", "READSYNC_LOG_FORMAT": "json"}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/scripts/internal/benchdb"
 )
 
 // clickHouse is the bench's own connection, for preparing the database and
@@ -17,24 +16,9 @@ type clickHouse struct {
 }
 
 func openClickHouse(ctx context.Context, dsn string) (*clickHouse, error) {
-	// Parsing as a URL first keeps the DSN, which may hold a password, out
-	// of the error: url.Parse quotes its input, so only the cause is kept.
-	if _, err := parseDSN(dsn); err != nil {
+	conn, err := benchdb.Open(ctx, dsn, "")
+	if err != nil {
 		return nil, err
-	}
-	opts, err := clickhouse.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("-dsn: %w", err)
-	}
-	// Every query names its database, which need not exist yet.
-	opts.Auth.Database = ""
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("open ClickHouse: %w", err)
-	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("ping ClickHouse: %w", err)
 	}
 	return &clickHouse{conn: conn}, nil
 }
@@ -59,11 +43,7 @@ func (c *clickHouse) number(ctx context.Context, q string) (uint64, error) {
 }
 
 func (c *clickHouse) version(ctx context.Context) (string, error) {
-	var v string
-	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
-		return "", fmt.Errorf("ClickHouse version: %w", err)
-	}
-	return v, nil
+	return benchdb.Version(ctx, c.conn)
 }
 
 // insertQueries reads the server's InsertQuery counter. system.events lists
@@ -96,31 +76,4 @@ func (c *clickHouse) count(ctx context.Context, db string, r *result) error {
 		'project_read_gain_rollup', 'project_read_day_gain_rollup') GROUP BY table)`, db))
 	r.blocks = blocks
 	return errors.Join(err, berr)
-}
-
-// parseDSN parses a native DSN without ever quoting it in an error.
-func parseDSN(dsn string) (*url.URL, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("-dsn is not a URL: %w", err)
-	}
-	if u.Scheme != "clickhouse" && u.Scheme != "tcp" {
-		return nil, fmt.Errorf("-dsn scheme %q: want clickhouse://user:password@host:9000/database", u.Scheme)
-	}
-	return u, nil
-}
-
-// databaseDSN is dsn with its database replaced by db, for readsync.
-func databaseDSN(dsn, db string) (string, error) {
-	u, err := parseDSN(dsn)
-	if err != nil {
-		return "", err
-	}
-	u.Path = "/" + db
-	u.RawPath = ""
-	return u.String(), nil
 }

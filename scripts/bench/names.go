@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/readsync/readsync/scripts/internal/benchdb"
 )
 
 // The name-scale workloads, as the "A million names" issue defines them:
@@ -60,7 +62,7 @@ func runNameScale(ctx context.Context, o options, ch *clickHouse, stdout, stderr
 		if err != nil {
 			return err
 		}
-		dsn, err := databaseDSN(o.dsn, o.database)
+		dsn, err := benchdb.DatabaseDSN(o.dsn, o.database)
 		if err != nil {
 			fake.stop()
 			return err

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/readsync/readsync/scripts/internal/benchdb"
 )
 
 // Credentials the fake accepts and readsync sends; any pair would do.
@@ -77,7 +79,7 @@ func runWorkload(ctx context.Context, o options, w workload, ch *clickHouse) (re
 	if err := ch.exec(ctx, "DROP DATABASE IF EXISTS "+o.database); err != nil {
 		return result{}, err
 	}
-	dsn, err := databaseDSN(o.dsn, o.database)
+	dsn, err := benchdb.DatabaseDSN(o.dsn, o.database)
 	if err != nil {
 		return result{}, err
 	}

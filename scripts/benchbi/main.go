@@ -32,6 +32,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/readsync/readsync/scripts/internal/benchdb"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
@@ -88,20 +89,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	opts, err := clickhouse.ParseDSN(o.dsn)
+	conn, err := benchdb.Open(ctx, o.dsn, "")
 	if err != nil {
-		return fmt.Errorf("-dsn: %w", err)
-	}
-	opts.Auth.Database = ""
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		return fmt.Errorf("open ClickHouse: %w", err)
+		return err
 	}
 	defer conn.Close()
 	b := &bencher{conn: conn, o: o, db: "`" + o.database + "`"}
-	var release string
-	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&release); err != nil {
-		return fmt.Errorf("ClickHouse server version: %w", err)
+	release, err := benchdb.Version(ctx, conn)
+	if err != nil {
+		return err
 	}
 	// The previous release's views join subqueries without aliases,
 	// which current servers take only with joined_subquery_requires_alias
@@ -125,9 +121,8 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err := b.waitForMerges(ctx, stderr); err != nil {
 		return err
 	}
-	opts.Auth.Database = o.database
-	if b.inDB, err = clickhouse.Open(opts); err != nil {
-		return fmt.Errorf("open ClickHouse: %w", err)
+	if b.inDB, err = benchdb.Open(ctx, o.dsn, o.database); err != nil {
+		return err
 	}
 	defer b.inDB.Close()
 	qs, err := b.queries()

@@ -33,9 +33,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/readsync/readsync/scripts/internal/benchdb"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
@@ -85,24 +85,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // bench is the whole measurement.
 func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	opts, err := clickhouse.ParseDSN(o.dsn)
+	conn, err := benchdb.Open(ctx, o.dsn, "")
 	if err != nil {
-		return fmt.Errorf("-dsn: %w", err)
-	}
-	opts.Auth.Database = ""
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		return fmt.Errorf("open ClickHouse: %w", err)
+		return err
 	}
 	defer conn.Close()
-	var release string
-	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&release); err != nil {
-		return fmt.Errorf("ClickHouse server version: %w", err)
+	release, err := benchdb.Version(ctx, conn)
+	if err != nil {
+		return err
 	}
 	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+o.database+"`"); err != nil {
 		return fmt.Errorf("drop the scratch database: %w", err)
 	}
-	dsn := strings.TrimSuffix(o.dsn, "/"+lastPath(o.dsn)) + "/" + o.database
+	dsn, err := benchdb.DatabaseDSN(o.dsn, o.database)
+	if err != nil {
+		return err
+	}
 	d, err := chconn.ParseDSN(dsn)
 	if err != nil {
 		return err
@@ -277,6 +275,3 @@ func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time,
 	}
 	return nil
 }
-
-// lastPath is the database a DSN names.
-func lastPath(dsn string) string { return dsn[strings.LastIndex(dsn, "/")+1:] }

@@ -1,7 +1,6 @@
 package spool_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -9,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	gosync "sync"
 	"testing"
 	"time"
 
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
@@ -73,24 +72,13 @@ func projectBatch(id int64, wallet string) *sink.Batch {
 }
 
 // logBuffer collects a spool's JSON log lines.
-type logBuffer struct {
-	mu  gosync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ apptest.LockedBuffer }
 
 // lines returns the log's lines whose msg contains msg, decoded.
 func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -103,12 +91,6 @@ func (b *logBuffer) lines(t *testing.T, msg string) []map[string]any {
 		}
 	}
 	return out
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // openLogged opens a spool in dir that logs into the returned buffer.

@@ -1,0 +1,77 @@
+// Package benchdb is what the bench drivers share of their own connection
+// to ClickHouse (readsync, which they measure, opens its own): parsing the
+// -dsn flag without ever quoting it, since it may hold a password, opening
+// the server for a database or none, and the DSN readsync is given.
+package benchdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Open connects to the server of the native DSN for database, or for none
+// when database is empty (every query then names its database, which need
+// not exist yet), and pings it.
+func Open(ctx context.Context, dsn, database string) (driver.Conn, error) {
+	// Parsing as a URL first keeps the DSN out of the error: url.Parse
+	// quotes its input, so only the cause is kept.
+	if _, err := parse(dsn); err != nil {
+		return nil, err
+	}
+	opts, err := clickhouse.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	opts.Auth.Database = database
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open ClickHouse: %w", err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("ping ClickHouse: %w", err)
+	}
+	return conn, nil
+}
+
+// Version is the server's version(), such as 26.7.2.1.
+func Version(ctx context.Context, conn driver.Conn) (string, error) {
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
+		return "", fmt.Errorf("ClickHouse version: %w", err)
+	}
+	return v, nil
+}
+
+// DatabaseDSN is dsn with its database replaced by db, its settings kept:
+// the DSN readsync is given.
+func DatabaseDSN(dsn, db string) (string, error) {
+	u, err := parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + db
+	u.RawPath = ""
+	return u.String(), nil
+}
+
+// parse parses a native DSN without ever quoting it in an error.
+func parse(dsn string) (*url.URL, error) {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("-dsn is not a URL: %w", err)
+	}
+	if u.Scheme != "clickhouse" && u.Scheme != "tcp" {
+		return nil, fmt.Errorf("-dsn scheme %q: want clickhouse://user:password@host:9000/database", u.Scheme)
+	}
+	return u, nil
+}
