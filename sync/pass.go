@@ -212,6 +212,10 @@ type Report struct {
 	Spooled int
 	// RunSpooled is true when the run record went to the spool.
 	RunSpooled bool
+	// ReadRows and ReadBytes are what the sink's server read for the
+	// pass's writes (the refreshes of their derived rows), as it reported
+	// them: what the pass cost it.
+	ReadRows, ReadBytes uint64
 }
 
 // nextVersion returns a version larger than any returned before, from the
@@ -244,6 +248,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	runID := uuid.Must(uuid.NewV7()).String()
 	log := s.cfg.Logger.With("run_id", runID, "schedule", p.Schedule, "trigger", p.Trigger)
 	log.Info("pass started", "names", len(names), "snapshot_at", snapshotAt)
+	ctx, reads := sink.CountReads(ctx)
 
 	st := s.newStore(log)
 	w := newWriter(ctx, st, s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.BatchTimeout, p.Schedule, log)
@@ -253,7 +258,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	w.close()
 	flusher.Wait()
 
-	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled}
+	rep := Report{Failed: w.failed, Rows: w.rows, Spooled: w.spooled, ReadRows: reads.Rows(), ReadBytes: reads.Bytes()}
 	rep.Run = sink.Run{
 		RunID:      runID,
 		Schedule:   p.Schedule,
@@ -270,7 +275,8 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 	rep.Run.Status, rep.Run.Error = status(len(names), w.failed, w.spooled, st.spoolCause)
 	logCutOff(ctx, w.failed, snapshotAt, log)
 	log.Info("pass finished", "status", rep.Run.Status, "nft_ok", rep.Run.NFTOK, "nft_failed", rep.Run.NFTFailed,
-		"rows", rep.Rows, "rows_spooled", rep.Spooled, "duration_ms", time.Since(started).Milliseconds())
+		"rows", rep.Rows, "rows_spooled", rep.Spooled, "read_rows", rep.ReadRows, "read_bytes", rep.ReadBytes,
+		"duration_ms", time.Since(started).Milliseconds())
 
 	// The record is stored even when the pass was cancelled: a pass that
 	// left no trace is the hardest kind to debug.

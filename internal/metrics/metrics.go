@@ -56,6 +56,10 @@ type Metrics struct {
 	reconcileReached   prometheus.Gauge
 	reconcilePending   prometheus.Gauge
 
+	// readRows and readBytes are what ClickHouse read for the work of
+	// each kind (pass, reconcile).
+	readRows, readBytes *prometheus.CounterVec
+
 	names *nameMetrics
 }
 
@@ -65,12 +69,16 @@ func New(version, commit string) *Metrics {
 	m := newSeries()
 	m.register(m.passes, m.passDuration, m.lastSuccess, m.namesFailed, m.apiRequests, m.apiDuration,
 		m.rowsWritten, m.inserts, m.rowsSpooled, m.breakerOpen, m.breakerTrips, m.shardIndex, m.shardReadFailures,
-		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending,
+		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending, m.readRows, m.readBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.register(m.names.collectors()...)
 	m.registerReadOnScrape(version, commit)
 	for _, outcome := range []string{"ok", "error", "deferred"} {
 		m.reconciles.WithLabelValues(outcome)
+	}
+	for _, work := range []string{workPass, workReconcile} {
+		m.readRows.WithLabelValues(work)
+		m.readBytes.WithLabelValues(work)
 	}
 	return m
 }
@@ -82,7 +90,33 @@ func newSeries() *Metrics {
 	m.declareWriteSeries()
 	m.declareShardSeries()
 	m.declareReconcileSeries()
+	m.declareReadSeries()
 	return m
+}
+
+// The kinds of work whose reads readsync_clickhouse_read_*_total count.
+const (
+	workPass      = "pass"
+	workReconcile = "reconcile"
+)
+
+// declareReadSeries declares the series of what ClickHouse read for
+// readsync's work: the cost that grows with the history stored when a read
+// does not follow a table's sort key.
+func (m *Metrics) declareReadSeries() {
+	m.readRows = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_clickhouse_read_rows_total",
+		Help: "Rows ClickHouse read (whole granules) for readsync's work, by work: pass (the refreshes of what passes wrote) or reconcile (its steps).",
+	}, []string{"work"})
+	m.readBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "readsync_clickhouse_read_bytes_total",
+		Help: "Uncompressed bytes ClickHouse read for readsync's work, by work: pass or reconcile.",
+	}, []string{"work"})
+}
+
+func (m *Metrics) observeReads(work string, rows, bytes uint64) {
+	m.readRows.WithLabelValues(work).Add(float64(rows))
+	m.readBytes.WithLabelValues(work).Add(float64(bytes))
 }
 
 // declarePassSeries declares the series of passes and of the upstream they ask.
@@ -258,6 +292,7 @@ func (m *Metrics) ObservePass(rep sync.Report, d time.Duration) {
 	m.passDuration.WithLabelValues(r.Schedule, r.Trigger).Observe(d.Seconds())
 	m.namesFailed.WithLabelValues(r.Schedule).Add(float64(r.NFTFailed))
 	m.rowsSpooled.Add(float64(rep.Spooled))
+	m.observeReads(workPass, rep.ReadRows, rep.ReadBytes)
 	if r.Status == sync.StatusOK {
 		m.lastSuccess.WithLabelValues(r.Schedule).Set(float64(time.Now().Unix()))
 	}
@@ -318,10 +353,12 @@ func (m *Metrics) ObserveReconcile(rep derived.ReconcileReport, err error) {
 	}
 	m.reconciles.WithLabelValues("ok").Add(float64(max(ok, 0)))
 	m.reconcileRewritten.Add(float64(rep.Rewritten))
+	m.observeReads(workReconcile, rep.ReadRows, rep.ReadBytes)
 }
 
 // ObserveReconcileStep records a step of the daemon's reconcile loop.
 func (m *Metrics) ObserveReconcileStep(rep derived.StepReport, _ time.Duration, err error) {
+	m.observeReads(workReconcile, rep.ReadRows, rep.ReadBytes)
 	switch {
 	case err != nil:
 		m.reconciles.WithLabelValues("error").Inc()

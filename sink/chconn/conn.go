@@ -16,6 +16,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink"
 )
 
 // Conn is a connection to the ClickHouse server of a DSN, for one database
@@ -86,17 +87,28 @@ func (c *Conn) Ping(ctx context.Context) error { return c.conn.Ping(ctx) }
 
 // Exec runs a statement that returns no rows.
 func (c *Conn) Exec(ctx context.Context, query string, args ...any) error {
-	return c.conn.Exec(ctx, query, args...)
+	return c.conn.Exec(countReads(ctx), query, args...)
 }
 
 // Query runs a statement and returns its rows, which the caller closes.
 func (c *Conn) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
-	return c.conn.Query(ctx, query, args...)
+	return c.conn.Query(countReads(ctx), query, args...)
 }
 
 // QueryRow runs a statement that returns one row.
 func (c *Conn) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
-	return c.conn.QueryRow(ctx, query, args...)
+	return c.conn.QueryRow(countReads(ctx), query, args...)
+}
+
+// countReads makes the server's progress reports of a statement sent
+// under ctx count in ctx's sink.Reads, if it has one: each report holds
+// the rows and bytes read since the one before.
+func countReads(ctx context.Context) context.Context {
+	r := sink.ReadsOf(ctx)
+	if r == nil {
+		return ctx
+	}
+	return clickhouse.Context(ctx, clickhouse.WithProgress(func(p *clickhouse.Progress) { r.Add(p.Rows, p.Bytes) }))
 }
 
 // InsertRow sends an INSERT of one row, its columns' values in the order

@@ -140,6 +140,11 @@ func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
 			// Another daemon runs the steps; look again within its lease.
 			return min(l.cfg.Idle, Lease/2), nil
 		}
+		if rep.ChangedSnapshots+rep.ChangedTicks > 0 {
+			l.cfg.Log.Info("reconcile step", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
+				"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "read_rows", rep.ReadRows, "read_bytes", rep.ReadBytes,
+				"pending_changes", rep.Pending, "duration_ms", time.Since(start).Milliseconds())
+		}
 		if !c.started.IsZero() {
 			c.steps++
 			c.changes += rep.ChangedSnapshots + rep.ChangedTicks

@@ -132,6 +132,9 @@ type StepReport struct {
 	// HeldBy names the daemon process whose step, within Lease, made this
 	// one leave the work to it; empty when the step ran.
 	HeldBy string
+	// ReadRows and ReadBytes are what the server read for the step, as
+	// it reported them.
+	ReadRows, ReadBytes uint64
 }
 
 // ReconcileReport says what a whole reconcile, its steps added up, found
@@ -143,9 +146,10 @@ type ReconcileReport struct {
 	From, To time.Time
 	// Steps counts the steps.
 	Steps int
-	// ChangedSnapshots, ChangedTicks, Refreshed and Rewritten add up the
-	// steps' (see StepReport).
+	// ChangedSnapshots, ChangedTicks, Refreshed, Rewritten, ReadRows and
+	// ReadBytes add up the steps' (see StepReport).
 	ChangedSnapshots, ChangedTicks, Refreshed, Rewritten int
+	ReadRows, ReadBytes                                  uint64
 }
 
 func (r *ReconcileReport) add(s StepReport) {
@@ -154,6 +158,8 @@ func (r *ReconcileReport) add(s StepReport) {
 	r.ChangedTicks += s.ChangedTicks
 	r.Refreshed += s.Refreshed
 	r.Rewritten += s.Rewritten
+	r.ReadRows += s.ReadRows
+	r.ReadBytes += s.ReadBytes
 }
 
 // Reconcile reads every change recorded up to now and refreshes what
@@ -184,7 +190,9 @@ func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		return rep, h.conn.Redact(err)
 	}
 	for {
-		s, err := h.step(h.readFreshReplicas(ctx), pos, math.MaxUint32, DefaultStepChanges)
+		sctx, reads := sink.CountReads(h.readFreshReplicas(ctx))
+		s, err := h.step(sctx, pos, math.MaxUint32, DefaultStepChanges)
+		s.ReadRows, s.ReadBytes = reads.Rows(), reads.Bytes()
 		rep.add(s)
 		if err != nil {
 			return rep, h.conn.Redact(fmt.Errorf("reconcile the changes of the last %s: %w", h.Settle(), err))
@@ -205,8 +213,9 @@ func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 func (h *History) ReconcileStep(ctx context.Context, owner string, limit int) (StepReport, error) {
 	h.reconcileMu.Lock()
 	defer h.reconcileMu.Unlock()
-	ctx = h.readFreshReplicas(ctx)
+	ctx, reads := sink.CountReads(h.readFreshReplicas(ctx))
 	rep, err := h.reconcileStep(ctx, owner, limit)
+	rep.ReadRows, rep.ReadBytes = reads.Rows(), reads.Bytes()
 	return rep, h.conn.Redact(err)
 }
 
