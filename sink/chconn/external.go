@@ -104,6 +104,27 @@ func DaysExt(name string, days map[ProjectDay]bool) (*ExtTable, error) {
 	return t, nil
 }
 
+// SnapshotsIn returns the external tables and the condition that select
+// the rows of exactly the project snapshots of set, which must not be
+// empty, from a table whose sort key starts (project_id, snapshot_at):
+// the projects, then the range of their times, then the pairs. Both
+// servers narrow a read by the pairs' key prefix (the granules around each
+// pair), and the range prunes the partitions by time. name prefixes the
+// external tables' names.
+func SnapshotsIn(name string, set SnapshotSet) ([]*ExtTable, string, error) {
+	pt, err := ProjectsExt(name+"_projects", set.Projects())
+	if err != nil {
+		return nil, "", err
+	}
+	st, err := SnapshotsExt(name, set)
+	if err != nil {
+		return nil, "", err
+	}
+	lo, hi := set.Span()
+	return []*ExtTable{pt, st}, fmt.Sprintf("%s AND snapshot_at >= %s AND snapshot_at <= %s AND %s",
+		InExt("project_id", name+"_projects"), DateTime(lo), DateTime(hi), InExt("project_id, snapshot_at", name)), nil
+}
+
 // InExt is the condition that the columns, a name or a tuple such as
 // "project_id, snapshot_at", are a row of the external table of that name.
 func InExt(columns, table string) string {
@@ -144,6 +165,18 @@ func (s SnapshotSet) Len() int {
 		n += len(ats)
 	}
 	return n
+}
+
+// Span returns the earliest and the latest time in s, which must not be
+// empty.
+func (s SnapshotSet) Span() (lo, hi uint32) {
+	lo = ^uint32(0)
+	for _, ats := range s {
+		for at := range ats {
+			lo, hi = min(lo, at), max(hi, at)
+		}
+	}
+	return lo, hi
 }
 
 // Projects lists the projects of s in order.

@@ -114,7 +114,7 @@ func (h *History) foldSteps(ctx context.Context, only []int64) ([][]int64, error
 // whole history, and returns how many snapshots it computed.
 func (h *History) foldStep(ctx context.Context, projects []int64) (int, error) {
 	scan := newGainScan(nil, true)
-	err := h.readSnapshots(ctx, projects, nil, 0, math.MaxUint32, func(r scannedRow) { scan.take(r) })
+	err := h.readSnapshots(ctx, projects, 0, math.MaxUint32, func(r scannedRow) { scan.take(r) })
 	scan.finish()
 	if err != nil {
 		return 0, h.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))

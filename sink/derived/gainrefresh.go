@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -96,7 +95,7 @@ func (h *History) storedGainKeys(ctx context.Context, set chconn.SnapshotSet) (m
 	if set.Len() == 0 {
 		return out, nil
 	}
-	tables, cond, err := snapshotCondition(set, "stored")
+	tables, cond, err := chconn.SnapshotsIn("stored", set)
 	if err != nil {
 		return nil, err
 	}
@@ -121,116 +120,6 @@ func (h *History) storedGainKeys(ctx context.Context, set chconn.SnapshotSet) (m
 	return out, nil
 }
 
-// snapshotCondition returns the external tables and the condition that
-// select the rows of set's project snapshots, and a few more of the same
-// projects at the same times, which the caller skips: the projects and the
-// times narrow the read by the primary key and the partitions, where a
-// condition on the pairs would be read row by row.
-func snapshotCondition(set chconn.SnapshotSet, name string) ([]*chconn.ExtTable, string, error) {
-	pt, err := chconn.ProjectsExt(name+"_projects", set.Projects())
-	if err != nil {
-		return nil, "", err
-	}
-	times := map[uint32]bool{}
-	for _, ats := range set {
-		for at := range ats {
-			times[at] = true
-		}
-	}
-	tt, err := chconn.NewExtTable(name+"_times", "snapshot_at", "DateTime")
-	if err != nil {
-		return nil, "", err
-	}
-	for _, at := range slices.Sorted(maps.Keys(times)) {
-		if err := tt.Append(sink.Time(at).Time()); err != nil {
-			return nil, "", err
-		}
-	}
-	return []*chconn.ExtTable{pt, tt}, chconn.InExt("project_id", name+"_projects") + " AND " + chconn.InExt("snapshot_at", name+"_times"), nil
-}
-
-// addSuccessors adds to targets, for each snapshot (p, s) of written that
-// has a later snapshot, each of s's messages' next snapshot: s is now its
-// previous one. Writes in order, the daemon's, have none: one cheap query
-// on the snapshot rollup says so.
-func (h *History) addSuccessors(ctx context.Context, targets, written chconn.SnapshotSet) error {
-	first := map[int64]uint32{}
-	lowest := uint32(math.MaxUint32)
-	for p, ats := range written {
-		f := slices.Min(slices.Collect(maps.Keys(ats)))
-		first[p], lowest = f, min(lowest, f)
-	}
-	pt, err := chconn.ProjectsExt("written", written.Projects())
-	if err != nil {
-		return err
-	}
-	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at > %s GROUP BY project_id",
-		h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "written"), chconn.DateTime(lowest))
-	latest, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
-	if err != nil {
-		return fmt.Errorf("look for later snapshots: %w", err)
-	}
-	later := chconn.SnapshotSet{}
-	for p, ats := range written {
-		for at := range ats {
-			if latest[p] > at {
-				later.Add(p, at)
-			}
-		}
-	}
-	if later.Len() == 0 {
-		return nil
-	}
-	lowest = uint32(math.MaxUint32)
-	for _, ats := range later {
-		for at := range ats {
-			lowest = min(lowest, at)
-		}
-	}
-	lp, err := chconn.ProjectsExt("later", later.Projects())
-	if err != nil {
-		return err
-	}
-	lt, err := chconn.SnapshotsExt("later_snapshots", later)
-	if err != nil {
-		return err
-	}
-	q = fmt.Sprintf(nextSnapshotsSQL, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(lowest))
-	err = chconn.QueryEach(chconn.WithExternal(ctx, lp, lt), h.conn, q, func(rows driver.Rows) error {
-		var (
-			p    int64
-			next uint32
-		)
-		if err := rows.Scan(&p, &next); err != nil {
-			return err
-		}
-		targets.Add(p, next)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("next snapshots of %d written snapshots: %w", later.Len(), err)
-	}
-	return nil
-}
-
-// nextSnapshotsSQL selects, from the rows of each project from its
-// earliest written snapshot on, the next snapshot after each written one
-// of each message listed there: each message's snapshots in order, paired
-// with the one after, kept where the first is a written snapshot. Its
-// cost is the rows read, however many of a project's snapshots were
-// written (a join of the rows to the written snapshots would cost their
-// product: a backfill of a project's past is many of both).
-const nextSnapshotsSQL = `SELECT DISTINCT project_id, toUInt32(next_at)
-FROM
-(
-    SELECT project_id, arraySort(groupUniqArray(snapshot_at)) AS ats
-    FROM %s
-    WHERE %s AND snapshot_at >= %s
-    GROUP BY project_id, message_id
-)
-ARRAY JOIN arrayPopBack(ats) AS at, arrayPopFront(ats) AS next_at
-WHERE (project_id, at) GLOBAL IN (SELECT project_id, snapshot_at FROM later_snapshots)`
-
 // computeGains computes the gain rows of targets. Projects whose targets
 // fall on the same days are read together, in one window from their
 // earliest target to their latest: for a pass's write, all of them.
@@ -240,36 +129,60 @@ WHERE (project_id, at) GLOBAL IN (SELECT project_id, snapshot_at FROM later_snap
 // messages not listed there (new ones, ones listed again after a while)
 // are looked up further back, by name.
 func (h *History) computeGains(ctx context.Context, targets chconn.SnapshotSet) ([]schema.GainRow, error) {
-	type window struct{ from, to uint32 }
-	type days struct{ from, to uint32 }
-	groups := map[days][]int64{}
-	spans := map[days]window{}
-	for _, p := range targets.Projects() {
-		ats := slices.Sorted(maps.Keys(targets[p]))
-		d := days{chconn.DayOf(ats[0]), chconn.DayOf(ats[len(ats)-1])}
-		groups[d] = append(groups[d], p)
-		w, ok := spans[d]
-		if !ok {
-			w = window{ats[0], ats[len(ats)-1]}
-		}
-		spans[d] = window{min(w.from, ats[0]), max(w.to, ats[len(ats)-1])}
-	}
 	scan := newGainScan(targets, false)
-	for _, d := range slices.SortedFunc(maps.Keys(groups), func(a, b days) int { return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to)) }) {
-		if err := h.scanWindow(ctx, scan, groups[d], spans[d].from, spans[d].to); err != nil {
+	for _, g := range groupByDays(targets) {
+		if err := h.scanWindow(ctx, scan, g.projects, g.from, g.to); err != nil {
 			return nil, err
 		}
 	}
 	return h.gainRows(ctx, scan.sums, scan.writes)
 }
 
+// dayGroup is a group of projects whose snapshots of a set fall on the
+// same first and last UTC day, and the span of those snapshots: what one
+// read of their rows, by the sort key's project and time, covers.
+type dayGroup struct {
+	projects []int64
+	from, to uint32
+}
+
+// groupByDays groups the projects of set by the days of their first and
+// last snapshot in it, in order of those days.
+func groupByDays(set chconn.SnapshotSet) []dayGroup {
+	type days struct{ from, to uint32 }
+	groups := map[days]*dayGroup{}
+	for _, p := range set.Projects() {
+		ats := slices.Sorted(maps.Keys(set[p]))
+		d := days{chconn.DayOf(ats[0]), chconn.DayOf(ats[len(ats)-1])}
+		g, ok := groups[d]
+		if !ok {
+			g = &dayGroup{from: ats[0], to: ats[len(ats)-1]}
+			groups[d] = g
+		}
+		g.projects = append(g.projects, p)
+		g.from, g.to = min(g.from, ats[0]), max(g.to, ats[len(ats)-1])
+	}
+	var out []dayGroup
+	for _, d := range slices.SortedFunc(maps.Keys(groups), func(a, b days) int { return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(a.to, b.to)) }) {
+		out = append(out, *groups[d])
+	}
+	return out
+}
+
 // scanWindow feeds scan the rows of projects from from to to, each
-// message's previous row first.
+// message's previous row first: the row at its project's previous
+// snapshot, read by the pairs of project and snapshot, or, for a message
+// not listed there, its newest row before, looked up by message.
 func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int64, from, to uint32) error {
 	prev, err := h.previousSnapshots(ctx, projects, from)
 	if err != nil {
 		return err
 	}
+	priors, err := h.priorRows(ctx, prev)
+	if err != nil {
+		return err
+	}
+	maps.Copy(scan.priors, priors)
 	var dormant []int64
 	for _, p := range projects {
 		if _, ok := prev[p]; !ok {
@@ -280,11 +193,12 @@ func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int
 	if err != nil {
 		return err
 	}
-	// A message whose first row read is in the window has its previous
-	// row further back, if any: its rows wait until that is looked up,
-	// unless its project has no earlier snapshot at all (a new project's
-	// first pass, all of whose messages are new). The others go through
-	// the scan as they arrive, so that memory stays the few that wait.
+	// A message not listed at its project's previous snapshot has its
+	// previous row further back, if any: its rows wait until that is
+	// looked up, unless its project has no earlier snapshot at all (a new
+	// project's first pass, all of whose messages are new). The others go
+	// through the scan as they arrive, so that memory stays the few that
+	// wait.
 	var (
 		waiting []scannedRow
 		want    = map[msgKey]bool{}
@@ -292,11 +206,12 @@ func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int
 		last    msgKey
 		wait    bool
 	)
-	err = h.readSnapshots(ctx, projects, prev, from, to, func(r scannedRow) {
+	err = h.readSnapshots(ctx, projects, from, to, func(r scannedRow) {
 		if !started || r.key != last {
 			started = true
+			_, hasPrior := priors[r.key]
 			_, hasPrev := prev[r.key.project]
-			wait = r.row.at >= from && (hasPrev || seen[r.key.project])
+			wait = !hasPrior && (hasPrev || seen[r.key.project])
 			last = r.key
 			if wait {
 				want[r.key] = true
@@ -322,47 +237,6 @@ func (h *History) scanWindow(ctx context.Context, scan *gainScan, projects []int
 	return nil
 }
 
-// projectsSeenBefore returns which of projects have a snapshot before t.
-func (h *History) projectsSeenBefore(ctx context.Context, projects []int64, t uint32) (map[int64]bool, error) {
-	out := map[int64]bool{}
-	if len(projects) == 0 {
-		return out, nil
-	}
-	pt, err := chconn.ProjectsExt("dormant", projects)
-	if err != nil {
-		return nil, err
-	}
-	seen, err := chconn.QueryColumn[int64](chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf("SELECT DISTINCT project_id FROM %s WHERE %s AND snapshot_at < %s",
-		h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
-	if err != nil {
-		return nil, fmt.Errorf("look for projects' earlier snapshots: %w", err)
-	}
-	for _, p := range seen {
-		out[p] = true
-	}
-	return out, nil
-}
-
-// previousSnapshots returns each project's latest snapshot before t, if it
-// has one in the week before, from the snapshot rollup.
-func (h *History) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
-	pt, err := chconn.ProjectsExt("scanned", projects)
-	if err != nil {
-		return nil, err
-	}
-	q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at >= %s AND snapshot_at < %s GROUP BY project_id",
-		h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, previousSnapshotSpan)), chconn.DateTime(t))
-	out, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
-	if err != nil {
-		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
-	}
-	return out, nil
-}
-
-// previousSnapshotSpan is how far back previousSnapshots looks: beyond,
-// the messages are looked up one by one, as after a long outage.
-const previousSnapshotSpan = 7 * 86400
-
 // scannedRow is a row of the snapshot table as a refresh reads it.
 type scannedRow struct {
 	key msgKey
@@ -373,40 +247,20 @@ type scannedRow struct {
 }
 
 // readSnapshots calls each for every row of projects with snapshot_at in
-// [from, to] or at the project's snapshot in prev (nil for none), in
-// gainScan's order, as the rows arrive: a refresh reads a few snapshots,
-// the fold whole histories.
-func (h *History) readSnapshots(ctx context.Context, projects []int64, prev map[int64]uint32, from, to uint32, each func(scannedRow)) error {
+// [from, to], in gainScan's order, as the rows arrive: a refresh reads a
+// few snapshots, the fold whole histories. The projects and the range of
+// times are a range of the snapshot table's sort key.
+func (h *History) readSnapshots(ctx context.Context, projects []int64, from, to uint32, each func(scannedRow)) error {
 	pt, err := chconn.ProjectsExt("scanned", projects)
 	if err != nil {
 		return err
 	}
-	tables := []*chconn.ExtTable{pt}
-	when := fmt.Sprintf("snapshot_at >= %s AND snapshot_at <= %s", chconn.DateTime(from), chconn.DateTime(to))
-	if len(prev) > 0 {
-		// The times only, which the partitions' ranges narrow; another
-		// project's previous snapshot at the same time is skipped below.
-		ats := map[uint32]bool{}
-		for _, at := range prev {
-			ats[at] = true
-		}
-		tt, err := chconn.NewExtTable("previous_times", "snapshot_at", "DateTime")
-		if err != nil {
-			return err
-		}
-		for _, at := range slices.Sorted(maps.Keys(ats)) {
-			if err := tt.Append(sink.Time(at).Time()); err != nil {
-				return err
-			}
-		}
-		tables = append(tables, tt)
-		when = fmt.Sprintf("(%s OR %s)", when, chconn.InExt("snapshot_at", "previous_times"))
-	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, schedule
 FROM %s
-WHERE %s AND %s
-ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"), when)
-	rows, err := h.conn.Query(chconn.WithExternal(ctx, tables...), q)
+WHERE %s AND snapshot_at >= %s AND snapshot_at <= %s
+ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"),
+		chconn.DateTime(from), chconn.DateTime(to))
+	rows, err := h.conn.Query(chconn.WithExternal(ctx, pt), q)
 	if err != nil {
 		return fmt.Errorf("read snapshots from %s to %s: %w", sink.Time(from), sink.Time(to), err)
 	}
@@ -416,69 +270,9 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 		if err := rows.Scan(&r.key.project, &r.key.message, &r.row.at, &r.row.version, &r.row.reads, &r.row.total, &r.schedule); err != nil {
 			return fmt.Errorf("read snapshots: %w", err)
 		}
-		if r.row.at < from && r.row.at != prev[r.key.project] {
-			continue
-		}
 		each(r)
 	}
 	return rows.Err()
-}
-
-// loadPriors puts into priors the newest row before from of each message
-// in want seen before from: first those of from's day, from the snapshot
-// table, then those of the days before, from the daily rollup, each read
-// by message. Messages first seen from from on have none.
-func (h *History) loadPriors(ctx context.Context, priors map[msgKey]snapRow, want map[msgKey]bool, from uint32) error {
-	if len(want) == 0 {
-		return nil
-	}
-	seen, err := h.messagesIn(ctx, want, fmt.Sprintf(
-		"SELECT project_id, message_id FROM %s WHERE %%s GROUP BY project_id, message_id HAVING minMerge(first_seen) < %s",
-		h.names.Table(schema.FirstRollup), chconn.DateTime(from)))
-	if err != nil {
-		return fmt.Errorf("read when messages were first seen: %w", err)
-	}
-	for k := range want {
-		if !seen[k] {
-			delete(want, k)
-		}
-	}
-	day := chconn.DayStart(from)
-	for _, step := range []struct{ agg, table, where string }{
-		{"max(" + schema.SnapshotRow + ")", schema.SnapshotsTable.Name(), fmt.Sprintf("snapshot_at >= %s AND snapshot_at < %s", chconn.DateTime(day), chconn.DateTime(from))},
-		{"maxMerge(day_row)", schema.DailyRollup, "day < " + chconn.QuoteDate(sink.Time(day).Time())},
-	} {
-		if len(want) == 0 {
-			return nil
-		}
-		q := fmt.Sprintf(`SELECT project_id, message_id, %s, %s, %s, %s
-FROM
-(
-    SELECT project_id, message_id, %s AS message_row
-    FROM %s
-    WHERE %s AND %%s
-    GROUP BY project_id, message_id
-)`, schema.RowUInt64("message_row", schema.RowSnapshotAt), schema.RowUInt64("message_row", schema.RowVersion), schema.RowUInt64("message_row", schema.RowReadCount),
-			schema.RowUInt64("message_row", schema.RowTotal), step.agg, h.names.Table(step.table), step.where)
-		err := h.queryIn(ctx, want, q, func(rows driver.Rows) error {
-			var (
-				k     msgKey
-				at, v uint64
-				r     snapRow
-			)
-			if err := rows.Scan(&k.project, &k.message, &at, &v, &r.reads, &r.total); err != nil {
-				return err
-			}
-			r.at, r.version = uint32(at), v
-			priors[k] = r
-			delete(want, k)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read messages' rows before %s: %w", sink.Time(from), err)
-		}
-	}
-	return nil
 }
 
 // queryIn runs q, whose %s is replaced by a condition that selects the
@@ -563,6 +357,14 @@ func (h *History) gainRows(ctx context.Context, sums map[gainTarget]*gainSum, wr
 	return out, nil
 }
 
+// tickRecordSkew bounds how much earlier than its tick a run record may
+// say it started: a record is written at or after its tick (a pass when
+// it starts, a skipped or missed tick when it is found), by clocks that
+// may differ by seconds. sync_runs is sorted by the start, so reading the
+// records started from an interval's start, less this, reads the ticks
+// of the interval and what was recorded since, not the whole table.
+const tickRecordSkew = 86400
+
 // ticksOf returns, per schedule, the sorted times of its cron ticks that
 // sync_runs records within the intervals of sums.
 func (h *History) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, schedules map[gainTarget]string) (map[string][]uint32, error) {
@@ -583,8 +385,8 @@ func (h *History) ticksOf(ctx context.Context, sums map[gainTarget]*gainSum, sch
 	for _, s := range slices.Sorted(maps.Keys(spans)) {
 		sp := spans[s]
 		ts, err := chconn.QueryColumn[uint32](ctx, h.conn, fmt.Sprintf(
-			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE trigger = 'cron' AND schedule = %s AND snapshot_at > %s AND snapshot_at < %s ORDER BY tick",
-			h.names.Table(schema.RunsTable.Name()), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
+			"SELECT DISTINCT toUInt32(snapshot_at) AS tick FROM %s WHERE started_at >= %s AND trigger = 'cron' AND schedule = %s AND snapshot_at > %s AND snapshot_at < %s ORDER BY tick",
+			h.names.Table(schema.RunsTable.Name()), chconn.DateTime(sp.lo-min(sp.lo, tickRecordSkew)), chconn.QuoteString(s), chconn.DateTime(sp.lo), chconn.DateTime(sp.hi)))
 		if err != nil {
 			return nil, fmt.Errorf("read the ticks of schedule %q: %w", s, err)
 		}

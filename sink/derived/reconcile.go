@@ -92,7 +92,11 @@ func after(at uint32, open bool, rest string) string {
 	if open {
 		return "changed_at >= " + chconn.DateTime(at)
 	}
-	return fmt.Sprintf("changed_at >= %s AND (changed_at > %s OR %s)", chconn.DateTime(at), chconn.DateTime(at), rest)
+	// Each side of the OR is a range of the log's sort key, which the
+	// server narrows: the second reads the granules after the position in
+	// its second, however many changes that second holds (one INSERT …
+	// SELECT records them all in one).
+	return fmt.Sprintf("(changed_at > %s OR (changed_at = %s AND (%s)))", chconn.DateTime(at), chconn.DateTime(at), rest)
 }
 
 func (k SnapshotChange) after() string {
@@ -345,6 +349,25 @@ LIMIT %d`, h.names.Table(schema.TickChanges), rep.To.Ticks.after(), chconn.DateT
 // step of this release, legacyOverlap before the last reconcile of
 // release 0.4.0, or the start.
 func (h *History) position(ctx context.Context) (Position, error) {
+	// The latest steps hold the furthest position: the records of the
+	// last day are read first, older ones only when it has none, so that
+	// the read does not grow with the steps recorded.
+	for _, span := range []uint32{86400, 16 * 86400, 0} {
+		where := ""
+		if span != 0 {
+			where = fmt.Sprintf("WHERE started_at >= now() - %d", span)
+		}
+		pos, found, err := h.positionIn(ctx, where)
+		if err != nil || found {
+			return pos, err
+		}
+	}
+	return Position{Snapshots: SnapshotChange{Open: true}, Ticks: TickChange{Open: true}}, nil
+}
+
+// positionIn returns the furthest position the steps that where selects
+// recorded, and whether there are any.
+func (h *History) positionIn(ctx context.Context, where string) (Position, bool, error) {
 	pos := Position{Snapshots: SnapshotChange{Open: true}, Ticks: TickChange{Open: true}}
 	table := h.names.Table(schema.Reconciles)
 	legacy := func(changesTo uint32) uint32 {
@@ -353,7 +376,8 @@ func (h *History) position(ctx context.Context) (Position, error) {
 		}
 		return 0
 	}
-	q := `SELECT keyset, toUInt32(changes_to), cursor_project_id, toUInt32(cursor_snapshot_at) FROM ` + table + `
+	found := false
+	q := `SELECT keyset, toUInt32(changes_to), cursor_project_id, toUInt32(cursor_snapshot_at) FROM ` + table + ` ` + where + `
 ORDER BY keyset DESC, changes_to DESC, cursor_project_id DESC, cursor_snapshot_at DESC LIMIT 1`
 	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var keyset uint8
@@ -361,15 +385,16 @@ ORDER BY keyset DESC, changes_to DESC, cursor_project_id DESC, cursor_snapshot_a
 		if err := rows.Scan(&keyset, &k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
 			return err
 		}
+		found = true
 		if k.Open = keyset == 0; k.Open {
 			*k = SnapshotChange{ChangedAt: legacy(k.ChangedAt), Open: true}
 		}
 		return nil
 	})
-	if err != nil {
-		return pos, fmt.Errorf("reconcile: read the position in %s: %w", schema.Reconciles, err)
+	if err != nil || !found {
+		return pos, false, wrapPosition(err)
 	}
-	q = `SELECT keyset, toUInt32(tick_changes_to), tick_cursor_schedule, toUInt32(tick_cursor_tick), toUInt32(changes_to) FROM ` + table + `
+	q = `SELECT keyset, toUInt32(tick_changes_to), tick_cursor_schedule, toUInt32(tick_cursor_tick), toUInt32(changes_to) FROM ` + table + ` ` + where + `
 ORDER BY keyset DESC, tick_changes_to DESC, tick_cursor_schedule DESC, tick_cursor_tick DESC, changes_to DESC LIMIT 1`
 	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var (
@@ -385,10 +410,14 @@ ORDER BY keyset DESC, tick_changes_to DESC, tick_cursor_schedule DESC, tick_curs
 		}
 		return nil
 	})
+	return pos, true, wrapPosition(err)
+}
+
+func wrapPosition(err error) error {
 	if err != nil {
-		return pos, fmt.Errorf("reconcile: read the position in %s: %w", schema.Reconciles, err)
+		return fmt.Errorf("reconcile: read the position in %s: %w", schema.Reconciles, err)
 	}
-	return pos, nil
+	return nil
 }
 
 // claim returns the daemon that holds the steps, empty when it is owner:
@@ -435,7 +464,9 @@ const claimWait = time.Second
 // the server's time when that step started.
 func (h *History) lastDaemonStep(ctx context.Context) (owner string, at uint32, err error) {
 	// Ties broken by name, so that every daemon names the same one.
-	q := "SELECT owner, toUInt32(started_at) FROM " + h.names.Table(schema.Reconciles) + " WHERE keyset = 1 AND owner != '' ORDER BY started_at DESC, owner DESC LIMIT 1"
+	// Only a step within a day can hold the work: a read of that day.
+	q := "SELECT owner, toUInt32(started_at) FROM " + h.names.Table(schema.Reconciles) +
+		" WHERE started_at >= now() - 86400 AND keyset = 1 AND owner != '' ORDER BY started_at DESC, owner DESC LIMIT 1"
 	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error { return rows.Scan(&owner, &at) })
 	if err != nil {
 		return "", 0, fmt.Errorf("reconcile: read the latest step in %s: %w", schema.Reconciles, err)

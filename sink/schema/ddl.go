@@ -33,6 +33,9 @@ func (d ddl) createTable(t tableDef) []string {
 		fmt.Fprintf(&b, "\nPARTITION BY %s", t.layout.partitionBy)
 	}
 	fmt.Fprintf(&b, "\nORDER BY %s", t.layout.orderBy)
+	if t.layout.granularity > 0 {
+		fmt.Fprintf(&b, "\nSETTINGS index_granularity = %d", t.layout.granularity)
+	}
 	stmts := []string{b.String()}
 	if d.Clustered() {
 		stmts = append(stmts, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s %s ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",

@@ -63,7 +63,7 @@ var GainsTable = &table[GainRow]{
 		{"gain_snap_reads", "UInt64", func(g *GainRow) any { return g.SnapReads }},
 		{"gain_snap_total", "UInt64", func(g *GainRow) any { return g.SnapTotal }},
 	},
-	layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(snapshot_at)", orderBy: "(project_id, snapshot_at)", shardBy: "project_id"},
+	layout: snapshotRollupLayout(engine{name: "MergeTree"}, "(project_id, snapshot_at)"),
 }
 
 // gainColumnsSince7 are the gains rollup's columns migration 7 added.

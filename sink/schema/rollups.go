@@ -43,6 +43,27 @@ func rollupLayout(e engine, partitionBy, orderBy string) layout {
 	return layout{engine: e, partitionBy: partitionBy, orderBy: orderBy, shardBy: "project_id"}
 }
 
+// fineGranularity is the index_granularity of the tables with a row per
+// project snapshot or per tick: the rollups of project snapshots, the
+// change logs and sync_runs. A refresh or a reconcile step reads a few of
+// their rows around what changed (a project's previous snapshot, a day's
+// gains, the ticks of an interval, the changes after a position), for
+// which the server reads whole granules, one per project and part at
+// least. Granules of 1 024 rows make such a read cost an eighth of what
+// the default's 8 192 do, for a primary index eight times as large, which
+// for rows this few stays small: about 20 MB of memory a billion rows.
+// The snapshot table keeps the default: a project snapshot's rows there
+// are as many as its messages.
+const fineGranularity = 1024
+
+// snapshotRollupLayout stores a rollup with a row per project snapshot:
+// like rollupLayout, by month, in granules of fineGranularity.
+func snapshotRollupLayout(e engine, orderBy string) layout {
+	l := rollupLayout(e, "toYYYYMM(snapshot_at)", orderBy)
+	l.granularity = fineGranularity
+	return l
+}
+
 func rollupTables() []rollupTable {
 	return []rollupTable{
 		{
@@ -70,7 +91,7 @@ GROUP BY project_id, day, message_id`,
 			tableDef: tableDef{name: SnapshotRollup, columns: []columnDef{
 				{"project_id", "Int64"}, {"snapshot_at", "DateTime"}, {"version", "UInt64"},
 				{"write_messages", "UInt64"}, {"write_reads", "UInt64"}, {"write_total", "UInt64"},
-			}, layout: rollupLayout(engine{name: "SummingMergeTree"}, "toYYYYMM(snapshot_at)", "(project_id, snapshot_at, version)")},
+			}, layout: snapshotRollupLayout(engine{name: "SummingMergeTree"}, "(project_id, snapshot_at, version)")},
 			fill: `SELECT
     project_id,
     snapshot_at,

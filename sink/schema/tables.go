@@ -48,6 +48,10 @@ type layout struct {
 	// shardBy is the expression whose hash picks a row's shard in cluster
 	// mode.
 	shardBy string
+	// granularity, when set, is the table's index_granularity instead of
+	// the server's 8 192 rows: a table read a project's few latest rows at
+	// a time costs a granule per read, whatever its size.
+	granularity int
 }
 
 // engine is a MergeTree-family engine and its arguments.
@@ -175,7 +179,7 @@ var (
 		layout: layout{
 			engine:      engine{"ReplacingMergeTree", "version"},
 			partitionBy: "toYYYYMM(snapshot_at)",
-			orderBy:     "(project_id, message_id, snapshot_at)",
+			orderBy:     "(project_id, snapshot_at, message_id)",
 			shardBy:     "project_id",
 		},
 	}
@@ -207,6 +211,7 @@ var (
 			partitionBy: "toYYYYMM(started_at)",
 			orderBy:     "(started_at, run_id)",
 			shardBy:     "run_id",
+			granularity: fineGranularity,
 		},
 	}
 )

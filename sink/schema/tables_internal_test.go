@@ -76,7 +76,7 @@ func TestCreateTableStatements(t *testing.T) {
 	got := single.createTable(SnapshotsTable.def())
 	want := "CREATE TABLE IF NOT EXISTS `d`.`message_read_snapshots` (\n    project_id Int64,\n    message_id Int64,\n    snapshot_at DateTime,\n" +
 		"    read_count UInt64,\n    total UInt64,\n    percent Float64,\n    fetched_at DateTime,\n    version UInt64,\n    schedule String\n) ENGINE = ReplacingMergeTree(version)\n" +
-		"PARTITION BY toYYYYMM(snapshot_at)\nORDER BY (project_id, message_id, snapshot_at)"
+		"PARTITION BY toYYYYMM(snapshot_at)\nORDER BY (project_id, snapshot_at, message_id)"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("single server:\n%s\nwant\n%s", strings.Join(got, "\n;\n"), want)
 	}
