@@ -1,6 +1,7 @@
 package derived
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -19,9 +20,10 @@ import (
 // computed from the stored rows the simplest way, in Go, a group of
 // projects at a time.
 
-// bruteStepRows bounds the snapshot rows one group of projects holds, and
-// so the brute force's memory and the server's sort.
-const bruteStepRows = 4_000_000
+// bruteStepRows bounds the snapshot rows one step of projects reads, and
+// so the brute force's memory (the views' rows of the step, from both
+// sides) and the server's sort.
+const bruteStepRows = 1_000_000
 
 // bruteRow is a snapshot row as the brute force reads it.
 type bruteRow struct {
@@ -32,30 +34,39 @@ type bruteRow struct {
 	project, msgID int64
 }
 
-// bruteForce returns every view's rows in the window w.
-func (h *History) bruteForce(ctx context.Context, w verifyWindow) (map[string]viewRows, error) {
-	out := map[string]viewRows{}
-	for _, v := range schema.Views() {
-		out[v] = viewRows{}
-	}
+// bruteForce computes every view's rows in the window w, a step of
+// projects at a time, and compares each step's with the views' rows of
+// the same projects in c.
+func (h *History) bruteForce(ctx context.Context, w verifyWindow, c *comparison) error {
 	names, err := h.bruteNames(ctx)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("brute force: %w", err)
 	}
-	ticks, err := h.bruteCoverage(ctx, w, out[schema.CoverageView])
+	coverage := viewRows{}
+	ticks, err := h.bruteCoverage(ctx, w, coverage)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("brute force: %w", err)
 	}
 	for _, g := range w.groups() {
 		counts, err := h.bruteCounts(ctx, g, w)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("brute force: %w", err)
 		}
-		if err := h.bruteGroup(ctx, g.start, counts, names, ticks, out); err != nil {
-			return nil, err
+		err = h.bruteGroup(ctx, g.start, counts, func(step []int64) error {
+			out := map[string]viewRows{}
+			for _, v := range schema.Views() {
+				out[v] = viewRows{}
+			}
+			if err := h.bruteStep(ctx, step, g.start, names, ticks, out); err != nil {
+				return fmt.Errorf("brute force: %w", err)
+			}
+			return h.compareProjects(ctx, c, step, g.start, out)
+		})
+		if err != nil {
+			return err
 		}
 	}
-	return out, nil
+	return h.compareRest(ctx, c, w, coverage)
 }
 
 // bruteCounts counts the snapshot rows of each project of the group g in
@@ -86,21 +97,24 @@ func (h *History) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow
 	return counts, nil
 }
 
-// bruteGroup puts into out the rows of the snapshot views for the
-// projects of counts, whose windows start at from, a step of at most
-// bruteStepRows snapshot rows at a time.
-func (h *History) bruteGroup(ctx context.Context, from uint32, counts map[int64]uint64, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
+// bruteGroup calls each with the projects of counts, whose windows start
+// at from, a step of at most bruteStepRows snapshot rows at a time (a
+// project's rows at least).
+func (h *History) bruteGroup(ctx context.Context, from uint32, counts map[int64]uint64, each func(step []int64) error) error {
 	var step []int64
 	var n uint64
 	flush := func() error {
 		if len(step) == 0 {
 			return nil
 		}
-		err := h.bruteStep(ctx, step, from, names, ticks, out)
+		err := each(step)
 		step, n = nil, 0
 		return err
 	}
 	for _, p := range slices.Sorted(maps.Keys(counts)) {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
 		if len(step) > 0 && n+counts[p] > bruteStepRows {
 			if err := flush(); err != nil {
 				return err
@@ -290,32 +304,84 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 }
 
 // brutePriors returns each message's newest row before from, for the
-// projects of ctx's external table "verified".
+// messages with rows from from on of the projects of ctx's external table
+// "verified". It reads back from from a widening span at a time, each
+// before the one before, for the messages it has not found yet: a message
+// seen a minute before costs a granule, one first seen in the window its
+// project's whole earlier history (which only that proves).
 func (h *History) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, error) {
 	out := map[msgKey]bruteRow{}
 	if from == 0 {
 		return out, nil
+	}
+	table := h.names.Table(schema.SnapshotsTable.Name())
+	want := map[msgKey]bool{}
+	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s AND snapshot_at >= %s",
+		table, chconn.InExt("project_id", "verified"), chconn.DateTime(from)), func(rows driver.Rows) error {
+		var k msgKey
+		if err := rows.Scan(&k.project, &k.message); err != nil {
+			return err
+		}
+		want[k] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the messages of the window: %w", err)
+	}
+	hi := from
+	for _, span := range []uint32{3600, 86400, 16 * 86400, 256 * 86400, 0} {
+		if len(want) == 0 || hi == 0 {
+			break
+		}
+		lo := uint32(0)
+		if span != 0 && from > span {
+			lo = from - span
+		}
+		if err := h.brutePriorsIn(ctx, want, lo, hi, out); err != nil {
+			return nil, err
+		}
+		hi = lo
+	}
+	return out, nil
+}
+
+// brutePriorsIn puts into out the newest row in [lo, hi) of each message
+// of want that has one, and takes it out of want.
+func (h *History) brutePriorsIn(ctx context.Context, want map[msgKey]bool, lo, hi uint32, out map[msgKey]bruteRow) error {
+	wanted, err := chconn.NewExtTable("prior_of", "project_id", "Int64", "message_id", "Int64")
+	if err != nil {
+		return err
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(want), func(a, b msgKey) int {
+		return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.message, b.message))
+	}) {
+		if err := wanted.Append(k.project, k.message); err != nil {
+			return err
+		}
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(tupleElement(newest, 1)), tupleElement(newest, 2), tupleElement(newest, 3)
 FROM
 (
     SELECT project_id, message_id, argMax((snapshot_at, version, read_count), (snapshot_at, version)) AS newest
     FROM %s
-    WHERE %s AND snapshot_at < %s
+    WHERE %s AND snapshot_at >= %s AND snapshot_at < %s AND %s
     GROUP BY project_id, message_id
-)`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+)`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(lo), chconn.DateTime(hi),
+		chconn.InExt("project_id, message_id", "prior_of"))
+	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), h.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
 			return err
 		}
-		out[msgKey{r.project, r.msgID}] = r
+		k := msgKey{r.project, r.msgID}
+		out[k] = r
+		delete(want, k)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the messages' rows before the window: %w", err)
+		return fmt.Errorf("read the messages' rows from %s to %s, before the window: %w", sink.Time(lo), sink.Time(hi), err)
 	}
-	return out, nil
+	return nil
 }
 
 // bruteSchedules returns the schedule of each snapshot from from on, of

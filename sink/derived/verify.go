@@ -190,42 +190,139 @@ func (h *History) Verify(ctx context.Context, since time.Time) (VerifyReport, er
 		return rep, h.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
 	w.report(&rep)
-	brute, err := h.bruteForce(ctx, w)
-	if err != nil {
-		return rep, h.conn.Redact(fmt.Errorf("verify: brute force: %w", err))
+	c := newComparison()
+	if err := h.bruteForce(ctx, w, c); err != nil {
+		return rep, h.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
-	for _, shape := range viewShapes {
-		got, err := h.readView(ctx, shape, w)
-		if err != nil {
-			return rep, h.conn.Redact(fmt.Errorf("verify: read %s: %w", shape.name, err))
-		}
-		rep.Views = append(rep.Views, compareRows(shape, got, brute[shape.name]))
-	}
+	rep.Views = c.diffs()
 	return rep, nil
 }
 
-// readView reads the view's rows in the window: those from its day on,
-// then those before it that the window holds.
-func (h *History) readView(ctx context.Context, shape viewShape, w verifyWindow) (viewRows, error) {
-	out := viewRows{}
-	err := h.readViewRows(ctx, shape, fmt.Sprintf("%s >= %s", shape.since.name, shape.since.bound(w.from)), out, nil)
+// comparison accumulates how each view differs from its brute force, a
+// group of projects at a time, so that what Verify holds is one group's
+// rows and the differences, whatever the history it checks.
+type comparison struct {
+	diffs_   map[string]*ViewDiff
+	projects map[string]map[int64]bool
+	// covered are the projects whose rows a group compared: the rows of
+	// the others in the window are extra.
+	covered map[int64]bool
+}
+
+func newComparison() *comparison {
+	c := &comparison{diffs_: map[string]*ViewDiff{}, projects: map[string]map[int64]bool{}, covered: map[int64]bool{}}
+	for _, shape := range viewShapes {
+		c.diffs_[shape.name] = &ViewDiff{View: shape.name}
+		c.projects[shape.name] = map[int64]bool{}
+	}
+	return c
+}
+
+// add compares got, some of a view's rows, with want, their brute force.
+func (c *comparison) add(shape viewShape, got, want viewRows) {
+	d := compareRows(shape, got, want)
+	acc := c.diffs_[shape.name]
+	acc.Rows += d.Rows
+	acc.Missing = append(acc.Missing, d.Missing...)
+	acc.Extra = append(acc.Extra, d.Extra...)
+	acc.Wrong = append(acc.Wrong, d.Wrong...)
+	for _, p := range d.Projects {
+		c.projects[shape.name][p] = true
+	}
+}
+
+// diffs returns each view's differences, in the order of viewShapes.
+func (c *comparison) diffs() []ViewDiff {
+	var out []ViewDiff
+	for _, shape := range viewShapes {
+		d := *c.diffs_[shape.name]
+		d.Projects = slices.Sorted(maps.Keys(c.projects[shape.name]))
+		sortDiffs(d.Missing)
+		sortDiffs(d.Extra)
+		sortDiffs(d.Wrong)
+		out = append(out, d)
+	}
+	return out
+}
+
+func sortDiffs(ds []RowDiff) {
+	slices.SortFunc(ds, func(a, b RowDiff) int { return strings.Compare(a.Key, b.Key) })
+}
+
+// compareProjects compares the rows of the project-keyed views for
+// projects, whose window starts at start, with want, their brute force.
+func (h *History) compareProjects(ctx context.Context, c *comparison, projects []int64, start uint32, want map[string]viewRows) error {
+	pt, err := chconn.ProjectsExt("compared", projects)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	for _, p := range projects {
+		c.covered[p] = true
+	}
+	for _, shape := range viewShapes {
+		if shape.key[0] != colProject {
+			continue
+		}
+		got := viewRows{}
+		where := fmt.Sprintf("%s AND %s >= %s", chconn.InExt("project_id", "compared"), shape.since.name, shape.since.bound(start))
+		if err := h.readViewRows(chconn.WithExternal(ctx, pt), shape, where, got, nil); err != nil {
+			return fmt.Errorf("read %s: %w", shape.name, err)
+		}
+		c.add(shape, got, want[shape.name])
+	}
+	return nil
+}
+
+// compareRest compares the rows in the window w of what no group
+// compared: schedule_coverage, and the project-keyed views' rows of the
+// projects no group covered, which have no snapshot row in the window and
+// so no row in its brute force.
+func (h *History) compareRest(ctx context.Context, c *comparison, w verifyWindow, coverage viewRows) error {
+	for _, shape := range viewShapes {
+		got := viewRows{}
+		uncovered := func(cols []string) (bool, error) {
+			if shape.key[0] != colProject {
+				return true, nil
+			}
+			p, err := strconv.ParseInt(cols[0], 10, 64)
+			return err == nil && !c.covered[p], err
+		}
+		if err := h.readView(ctx, shape, w, got, uncovered); err != nil {
+			return fmt.Errorf("read %s: %w", shape.name, err)
+		}
+		want := viewRows{}
+		if shape.key[0] != colProject {
+			want = coverage
+		}
+		c.add(shape, got, want)
+	}
+	return nil
+}
+
+// readView reads the view's rows in the window that keep holds: those
+// from its day on, then those before it that the window holds.
+func (h *History) readView(ctx context.Context, shape viewShape, w verifyWindow, out viewRows, keep func(cols []string) (bool, error)) error {
+	err := h.readViewRows(ctx, shape, fmt.Sprintf("%s >= %s", shape.since.name, shape.since.bound(w.from)), out, keep)
+	if err != nil {
+		return err
 	}
 	where, ext, ok, err := w.earlierRows(shape)
 	if err != nil || !ok {
-		return out, err
+		return err
 	}
 	since := slices.Index(shape.key, shape.since)
 	if since < 0 {
 		since = len(shape.key) + slices.Index(shape.values, shape.since)
 	}
-	return out, h.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, out, func(cols []string) (bool, error) {
+	return h.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, out, func(cols []string) (bool, error) {
 		at, err := shape.since.timeOf(cols[since])
 		if err != nil {
 			return false, fmt.Errorf("%s %q: %w", shape.since.name, cols[since], err)
 		}
-		return w.holdsEarlier(shape, cols[:len(shape.key)], at), nil
+		if !w.holdsEarlier(shape, cols[:len(shape.key)], at) {
+			return false, nil
+		}
+		return keep(cols)
 	})
 }
 
