@@ -28,6 +28,10 @@ BENCH_CATCHUP_PROJECTS ?= 400
 BENCH_CATCHUP_MESSAGES ?= 50
 BENCH_CATCHUP_ROWS     ?= 10000000
 BENCH_CATCHUP_PASSES   ?= 6
+# The depths of `make bench-history`: the "A pass costs what it changes" issue's.
+BENCH_HISTORY          ?= 10,1000,10000,30000
+BENCH_HISTORY_PROJECTS ?= 100
+BENCH_HISTORY_MESSAGES ?= 10
 
 # The tools the tests and `make lint` run (kustomize, helm, kube-score,
 # staticcheck) are pinned in scripts/tools.sh, which `make tools` has install
@@ -49,7 +53,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -169,6 +173,13 @@ bench-catchup: build
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-catchup: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchcatchup -dsn "$$dsn" -bin $(BIN)/readsync -projects $(BENCH_CATCHUP_PROJECTS) \
 		-messages $(BENCH_CATCHUP_MESSAGES) -rows $(BENCH_CATCHUP_ROWS) -passes $(BENCH_CATCHUP_PASSES)
+
+## bench-history: what a pass, the catch-up of an import and --verify cost as the stored history deepens.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench-history: build
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-history: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/benchcatchup -dsn "$$dsn" -bin $(BIN)/readsync -database readsync_bench_history -projects $(BENCH_HISTORY_PROJECTS) \
+		-messages $(BENCH_HISTORY_MESSAGES) -history $(BENCH_HISTORY) -passes 5
 
 ## bench-go: per-message Go benchmarks of list decoding and row building.
 bench-go:

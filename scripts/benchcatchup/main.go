@@ -16,6 +16,12 @@
 //	go run ./scripts/benchcatchup -dsn clickhouse://default:@127.0.0.1:19000/default -bin bin/readsync
 //	    [-projects 400 -messages 50 -rows 10000000 -passes 6]
 //
+// With -history, it does so once per depth of history in the list, each
+// in a fresh database, and prints a table of what each depth costs: the
+// catch-up's rate, a steady pass's wall time and the rows the server read
+// for it and for its reconcile step, and readsync --verify's wall time and
+// peak RSS over the whole history (make bench-history runs it).
+//
 // It measures and asserts nothing: the exit code is 0 when every step ran.
 package main
 
@@ -29,6 +35,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +57,24 @@ type options struct {
 	messages int
 	rows     int
 	passes   int
+	// history, when set, lists the snapshots a message of each run; rows
+	// is then ignored.
+	history []int
+}
+
+// result is what one run measured.
+type result struct {
+	release            string
+	perMessage         int
+	rows               uint64
+	catchUp            time.Duration
+	catchUpRSS         int64 // KiB
+	steps, avgStepMS   uint64
+	maxStepMS          uint64
+	passMS             []int64
+	passRead, stepRead []uint64
+	verify             time.Duration
+	verifyRSS          int64 // KiB
 }
 
 func main() {
@@ -70,84 +95,141 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.messages, "messages", 50, "messages per project")
 	fs.IntVar(&o.rows, "rows", 10_000_000, "earlier snapshot rows inserted by hand: the backlog")
 	fs.IntVar(&o.passes, "passes", 6, "passes written after the catch-up, a minute apart in snapshot time")
+	history := fs.String("history", "", "comma-separated snapshots a message, one run in a fresh database each (e.g. 10,1000,10000,30000)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
 		}
 		return 2
 	}
-	if err := bench(ctx, o, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "bench-catchup: %v\n", err)
-		return 1
+	for _, f := range strings.Split(*history, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		var h int
+		if _, err := fmt.Sscan(f, &h); err != nil || h < 1 {
+			fmt.Fprintf(stderr, "bench-catchup: -history: %q is not a count of snapshots\n", f)
+			return 2
+		}
+		o.history = append(o.history, h)
 	}
+	if len(o.history) == 0 {
+		if _, err := bench(ctx, o, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "bench-catchup: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	var results []result
+	for _, h := range o.history {
+		o.rows = h * o.projects * o.messages
+		r, err := bench(ctx, o, stdout, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench-catchup: history of %d snapshots a message: %v\n", h, err)
+			return 1
+		}
+		results = append(results, r)
+	}
+	printHistory(stdout, o, results)
 	return 0
 }
 
+// printHistory prints a row per depth of history.
+func printHistory(w io.Writer, o options, rs []result) {
+	fmt.Fprintf(w, "\nClickHouse %s, %d projects × %d messages; steady passes a minute apart after the catch-up (median of %d):\n\n", rs[0].release, o.projects, o.messages, o.passes)
+	fmt.Fprintf(w, "| snapshots a message | stored rows | catch-up | rows/s | steps, avg / max ms | peak RSS | steady pass | rows read: pass | rows read: its step | --verify | its peak RSS |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(w, "| %d | %d | %s | %.0f | %d, %d / %d | %.0f MiB | %d ms | %d | %d | %s | %.0f MiB |\n",
+			r.perMessage, r.rows+uint64(o.projects*o.messages), r.catchUp.Round(100*time.Millisecond), float64(r.rows)/r.catchUp.Seconds(),
+			r.steps, r.avgStepMS, r.maxStepMS, float64(r.catchUpRSS)/1024, median(r.passMS), median(r.passRead), median(r.stepRead),
+			r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024)
+	}
+}
+
+func median[T int64 | uint64](xs []T) T {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
 // bench is the whole measurement.
-func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
+func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, error) {
+	r := result{}
 	conn, err := benchdb.Open(ctx, o.dsn, "")
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer conn.Close()
-	release, err := benchdb.Version(ctx, conn)
-	if err != nil {
-		return err
+	if r.release, err = benchdb.Version(ctx, conn); err != nil {
+		return r, err
 	}
 	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+o.database+"`"); err != nil {
-		return fmt.Errorf("drop the scratch database: %w", err)
+		return r, fmt.Errorf("drop the scratch database: %w", err)
 	}
 	dsn, err := benchdb.DatabaseDSN(o.dsn, o.database)
 	if err != nil {
-		return err
+		return r, err
 	}
 	d, err := chconn.ParseDSN(dsn)
 	if err != nil {
-		return err
+		return r, err
 	}
 	ch, err := chsink.OpenClickHouse(ctx, d)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer ch.Close()
 	if err := ch.Migrate(ctx); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+		return r, fmt.Errorf("migrate: %w", err)
 	}
 	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	if err := writePass(ctx, ch, o, t0); err != nil {
-		return err
+		return r, err
 	}
 	if _, err := ch.Reconcile(ctx); err != nil {
-		return fmt.Errorf("reconcile the first pass: %w", err)
+		return r, fmt.Errorf("reconcile the first pass: %w", err)
 	}
-	perMessage := max(o.rows/(o.projects*o.messages), 1)
-	fmt.Fprintf(stderr, "bench-catchup: inserting %d earlier snapshots of each of %d messages by hand …\n", perMessage, o.projects*o.messages)
+	r.perMessage = max(o.rows/(o.projects*o.messages), 1)
+	fmt.Fprintf(stderr, "bench-catchup: inserting %d earlier snapshots of each of %d messages by hand …\n", r.perMessage, o.projects*o.messages)
 	start := time.Now()
-	if err := importHistory(ctx, conn, o.database, perMessage); err != nil {
-		return err
+	if err := importHistory(ctx, conn, o.database, r.perMessage); err != nil {
+		return r, err
 	}
 	fmt.Fprintf(stderr, "bench-catchup: inserted in %s\n", time.Since(start).Round(time.Millisecond))
-	rows := uint64(perMessage * o.projects * o.messages)
-	snapshots := uint64(perMessage * o.projects)
+	r.rows = uint64(r.perMessage * o.projects * o.messages)
+	snapshots := uint64(r.perMessage * o.projects)
 	// As a daemon finds it: settled, so that the steps record it all.
 	time.Sleep(ch.ReconcileSettle() + 1100*time.Millisecond)
 
-	wall, rss, err := catchUp(ctx, o, dsn, stderr)
-	if err != nil {
-		return err
+	if r.catchUp, r.catchUpRSS, err = runBinary(ctx, o, dsn, "--flush-spool", stderr); err != nil {
+		return r, err
 	}
-	var steps, stepMS, maxMS uint64
 	q := "SELECT count(), sum(duration_ms), max(duration_ms) FROM `" + o.database + "`.reconciles WHERE changed_snapshots + changed_ticks > 0"
-	if err := conn.QueryRow(ctx, q).Scan(&steps, &stepMS, &maxMS); err != nil {
-		return fmt.Errorf("read the steps: %w", err)
+	var stepMS uint64
+	if err := conn.QueryRow(ctx, q).Scan(&r.steps, &stepMS, &r.maxStepMS); err != nil {
+		return r, fmt.Errorf("read the steps: %w", err)
 	}
+	r.avgStepMS = stepMS / max(r.steps, 1)
 	fmt.Fprintf(stdout, "ClickHouse %s: a backlog of %d snapshot rows (%d project snapshots) inserted by hand beside %d projects × %d messages\n\n",
-		release, rows, snapshots, o.projects, o.messages)
-	fmt.Fprintf(stdout, "catch-up (readsync --flush-spool): %s, %.0f rows/s, %.0f project snapshots/s\n", wall.Round(100*time.Millisecond),
-		float64(rows)/wall.Seconds(), float64(snapshots)/wall.Seconds())
-	fmt.Fprintf(stdout, "steps recorded: %d, %.0f ms each on average, %d ms the longest\n", steps, float64(stepMS)/float64(max(steps, 1)), maxMS)
-	fmt.Fprintf(stdout, "peak RSS of the binary: %.0f MiB\n\n", float64(rss)/1024)
-	return passes(ctx, ch, o, t0, stdout)
+		r.release, r.rows, snapshots, o.projects, o.messages)
+	fmt.Fprintf(stdout, "catch-up (readsync --flush-spool): %s, %.0f rows/s, %.0f project snapshots/s\n", r.catchUp.Round(100*time.Millisecond),
+		float64(r.rows)/r.catchUp.Seconds(), float64(snapshots)/r.catchUp.Seconds())
+	fmt.Fprintf(stdout, "steps recorded: %d, %d ms each on average, %d ms the longest\n", r.steps, r.avgStepMS, r.maxStepMS)
+	fmt.Fprintf(stdout, "peak RSS of the binary: %.0f MiB\n\n", float64(r.catchUpRSS)/1024)
+	if err := passes(ctx, ch, o, t0, stdout, &r); err != nil {
+		return r, err
+	}
+	if len(o.history) > 0 {
+		if r.verify, r.verifyRSS, err = runBinary(ctx, o, dsn, "--verify", stderr); err != nil {
+			return r, err
+		}
+		fmt.Fprintf(stdout, "readsync --verify over the whole history: %s, peak RSS %.0f MiB\n\n", r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024)
+	}
+	return r, nil
 }
 
 // writePass writes one pass of every project at at through readsync's
@@ -205,9 +287,10 @@ func importHistory(ctx context.Context, conn driver.Conn, database string, perMe
 	return nil
 }
 
-// catchUp runs the binary with --flush-spool and an empty spool, and
-// returns its wall time and peak RSS in KiB.
-func catchUp(ctx context.Context, o options, dsn string, stderr io.Writer) (time.Duration, int64, error) {
+// runBinary runs the binary with arg (--flush-spool with an empty spool,
+// which reconciles everything that changed before it exits, or --verify)
+// and returns its wall time and peak RSS in KiB.
+func runBinary(ctx context.Context, o options, dsn, arg string, stderr io.Writer) (time.Duration, int64, error) {
 	dir, err := os.MkdirTemp("", "bench-catchup")
 	if err != nil {
 		return 0, 0, err
@@ -217,24 +300,24 @@ func catchUp(ctx context.Context, o options, dsn string, stderr io.Writer) (time
 	if err := os.WriteFile(schedules, []byte("schedules:\n  - name: bench\n    cron: \"@every 1m\"\n    nft_names: [p1.dmail]\n"), 0o644); err != nil {
 		return 0, 0, err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, "--flush-spool")
+	cmd := exec.CommandContext(ctx, o.bin, arg)
 	cmd.Env = []string{
 		"READSYNC_CLICKHOUSE_DSN=" + dsn,
 		"READSYNC_SPOOL_DIR=" + filepath.Join(dir, "spool"),
 		"READSYNC_SCHEDULES_FILE=" + schedules,
-		// Not reached: the catch-up reads only ClickHouse.
+		// Not reached: the catch-up and the check read only ClickHouse.
 		"READSYNC_API_BASE_URL=http://127.0.0.1:9",
 		"READSYNC_CLIENT_ID=bench",
 		"READSYNC_CLIENT_SECRET=bench",
 	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	fmt.Fprintf(stderr, "bench-catchup: %s --flush-spool …\n", o.bin)
+	fmt.Fprintf(stderr, "bench-catchup: %s %s …\n", o.bin, arg)
 	start := time.Now()
 	err = cmd.Run()
 	wall := time.Since(start)
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s --flush-spool: %w\n%s", o.bin, err, out.String())
+		return 0, 0, fmt.Errorf("%s %s: %w\n%s", o.bin, arg, err, out.String())
 	}
 	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
 	if ru == nil {
@@ -245,21 +328,26 @@ func catchUp(ctx context.Context, o options, dsn string, stderr io.Writer) (time
 
 // passes writes o.passes passes a minute apart in snapshot time, as a
 // daemon on `@every 1m` would, and after each runs the reconcile steps
-// once the pass's changes have settled: it prints what each read.
-func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time, w io.Writer) error {
+// once the pass's changes have settled: it prints, and records in r, what
+// each took and what the server read for it.
+func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time, w io.Writer, r *result) error {
 	if o.passes == 0 {
 		return nil
 	}
 	fmt.Fprintf(w, "passes at @every 1m of %d projects, then the reconcile steps after each:\n", o.projects)
-	fmt.Fprintf(w, "%6s %22s %12s %10s\n", "pass", "snapshot changes read", "refreshed", "ms")
+	fmt.Fprintf(w, "%6s %10s %14s %22s %12s %10s %14s\n", "pass", "pass ms", "rows read", "snapshot changes read", "refreshed", "steps ms", "rows read")
 	for i := 1; i <= o.passes; i++ {
-		if err := writePass(ctx, ch, o, t0.Add(time.Duration(i)*time.Minute)); err != nil {
+		pctx, reads := sink.CountReads(ctx)
+		pstart := time.Now()
+		if err := writePass(pctx, ch, o, t0.Add(time.Duration(i)*time.Minute)); err != nil {
 			return err
 		}
+		passMS := time.Since(pstart).Milliseconds()
 		// The steps read a change once it is older than the settle delay.
 		time.Sleep(ch.ReconcileSettle() + 1100*time.Millisecond)
 		start := time.Now()
 		var read, refreshed int
+		var stepRows uint64
 		for {
 			rep, err := ch.ReconcileStep(ctx, "bench", derived.DefaultStepChanges)
 			if err != nil {
@@ -267,11 +355,16 @@ func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time,
 			}
 			read += rep.ChangedSnapshots
 			refreshed += rep.Refreshed
+			stepRows += rep.ReadRows
 			if rep.CaughtUp {
 				break
 			}
 		}
-		fmt.Fprintf(w, "%6d %22d %12d %10d\n", i, read, refreshed, time.Since(start).Milliseconds())
+		fmt.Fprintf(w, "%6d %10d %14d %22d %12d %10d %14d\n", i, passMS, reads.Rows(), read, refreshed, time.Since(start).Milliseconds(), stepRows)
+		r.passMS = append(r.passMS, passMS)
+		r.passRead = append(r.passRead, reads.Rows())
+		r.stepRead = append(r.stepRead, stepRows)
 	}
+	fmt.Fprintln(w)
 	return nil
 }

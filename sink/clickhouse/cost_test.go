@@ -114,4 +114,3 @@ FROM numbers(%d)`, db.Table("sync_runs"), costSchedule, first, first, first, dep
 	}
 	time.Sleep(2100 * time.Millisecond) // the settle delay, in whole seconds
 }
-
