@@ -15,6 +15,7 @@ import (
 
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // ClickHouse writes rows to a ClickHouse server over the native protocol.
@@ -26,6 +27,8 @@ type ClickHouse struct {
 	schemaMu   sync.Mutex
 	migrated   bool
 	migrateErr error // why the last Migrate failed; nil once one succeeds
+
+	resort schema.ResortOptions
 }
 
 // ObserveInserts makes every INSERT report its table, row count, duration
@@ -42,6 +45,7 @@ type options struct {
 	topo    chconn.Topology
 	log     *slog.Logger
 	history []derived.Option
+	resort  schema.ResortOptions
 }
 
 // WithTopology places the tables on a cluster (see chconn.Topology);
@@ -59,6 +63,10 @@ func WithReconcileSettle(d time.Duration) Option {
 	return func(o *options) { o.history = append(o.history, derived.WithSettle(d)) }
 }
 
+// WithResort tunes the move of message_read_snapshots onto its sort key
+// (see schema.ResortOptions): for tests that move a small table at once.
+func WithResort(r schema.ResortOptions) Option { return func(o *options) { o.resort = r } }
+
 // OpenClickHouse connects to the server the DSN names. It does not require
 // the DSN's database to exist: Migrate creates it, and every statement names
 // its database explicitly.
@@ -71,7 +79,7 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	if err != nil {
 		return nil, err
 	}
-	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...)}, nil
+	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...), resort: o.resort}, nil
 }
 
 // Close closes the connections.

@@ -65,3 +65,13 @@ func (c *ClickHouse) ensureSchema(ctx context.Context) error {
 	}
 	return c.Migrate(ctx)
 }
+
+// ResortStep runs one bounded step of the move of message_read_snapshots
+// onto the sort key of this release, in the background of a daemon (see
+// schema.ResortStep).
+func (c *ClickHouse) ResortStep(ctx context.Context) (schema.ResortReport, error) {
+	if err := c.ensureSchema(ctx); err != nil {
+		return schema.ResortReport{}, err
+	}
+	return schema.ResortStep(ctx, c.conn, c.resort)
+}

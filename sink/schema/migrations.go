@@ -117,5 +117,11 @@ func migrations() []migration {
 			}
 			return nil
 		}, creates: func(ddl) []string { return nil }},
+		// Reads that follow the change: message_read_snapshots sorted by
+		// (project_id, snapshot_at, message_id), as a database created
+		// since has it. This step only creates the record of the move,
+		// which runs in the background, in bounded steps, while passes
+		// go on (resort.go).
+		{id: 9, name: "snapshots sorted by project snapshot", sql: resortDDL},
 	}
 }

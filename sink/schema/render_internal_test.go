@@ -36,7 +36,9 @@ func TestMigrationsRenderWithoutAServer(t *testing.T) {
 				// Migration 4 gives the tables that are not replicated a
 				// window of INSERTs to remember; in cluster mode all are.
 				// Migration 8 only adds columns to a table of 0.4.0.
-				if len(stmts) == 0 && mig.id != 8 && (!clustered || mig.id != 4) {
+				// Migration 9 records the move of the snapshot table,
+				// which does not run in cluster mode.
+				if len(stmts) == 0 && mig.id != 8 && (!clustered || (mig.id != 4 && mig.id != 9)) {
 					t.Errorf("migration %d %q renders no statement", mig.id, mig.name)
 				}
 				for _, q := range stmts {

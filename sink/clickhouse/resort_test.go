@@ -1,0 +1,183 @@
+package clickhouse_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/sinktest"
+)
+
+// createPreviousSnapshots creates message_read_snapshots in db as releases
+// up to 0.5.0 did, sorted by message first, for migrations to adopt.
+func createPreviousSnapshots(t *testing.T, db *sinktest.DB) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + strings.Split(db.Table("x"), ".")[0],
+		"CREATE TABLE " + db.Table("message_read_snapshots") + ` (project_id Int64, message_id Int64, snapshot_at DateTime, read_count UInt64,
+total UInt64, percent Float64, fetched_at DateTime, version UInt64, schedule String) ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at)`,
+	} {
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// sortKey is the sort key of db's table.
+func sortKey(t *testing.T, db *sinktest.DB, table string) string {
+	t.Helper()
+	got := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT sorting_key FROM system.tables WHERE database = '%s' AND name = '%s'", db.Name, table))
+	if len(got) != 1 {
+		return ""
+	}
+	return got[0]
+}
+
+// snapshotRows are the distinct rows of a snapshot table, each as text.
+func snapshotRows(t *testing.T, db *sinktest.DB, table string) []string {
+	t.Helper()
+	rows := sinktest.Lines(t, db.Conn, "SELECT DISTINCT concat(toString(project_id), ' ', toString(message_id), ' ', toString(toUInt32(snapshot_at)), ' ', toString(version), ' ', toString(read_count)) FROM "+db.Table(table))
+	slices.Sort(rows)
+	return rows
+}
+
+// A database of release 0.5.0, its snapshots sorted by message first,
+// moves onto the sort key in the background, a partition and a range of
+// projects at a time, while a process of that release goes on writing
+// and a step is cut off in the middle: after the move the table holds
+// every row it held and every row written meanwhile, under the new key,
+// and every view equals its brute force.
+func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
+	db := sinktest.New(t)
+	createPreviousSnapshots(t, db)
+	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(schema.ResortOptions{Settle: time.Second, StepRows: 40})}
+	ch := openSink(t, db.DSN, opts...)
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sortKey(t, db, "message_read_snapshots"); got != "project_id, message_id, snapshot_at" {
+		t.Fatalf("the previous release's table has the sort key %q", got)
+	}
+	// Its history: two months.
+	h := newHistory(t, ch)
+	h.generate(false)
+	for i := range 3 {
+		h.pass(time.Date(2026, 4, 2, 8*i, 0, 0, 0, time.UTC))
+	}
+
+	// A process of the previous release goes on writing, straight into
+	// the table, through the whole move.
+	var (
+		mu      sync.Mutex
+		written int
+		stop    = make(chan struct{})
+		wg      sync.WaitGroup
+		werr    error
+	)
+	wg.Go(func() {
+		at := time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			batch, err := db.Conn.PrepareBatch(ctx, "INSERT INTO "+db.Table("message_read_snapshots")+" (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version, schedule)")
+			if err == nil {
+				ts := at.Add(time.Duration(i) * time.Minute)
+				err = batch.Append(int64(1), int64(101), ts, uint64(1000+i), uint64(5000), 1.0, ts, uint64(1<<50+i), "")
+				if err == nil {
+					err = batch.Send()
+				}
+			}
+			mu.Lock()
+			switch {
+			case err == nil:
+				written++
+			case !strings.Contains(err.Error(), "doesn't exist") && !strings.Contains(err.Error(), "does not exist"):
+				// The table is renamed for a moment on a server without
+				// EXCHANGE: the writer retries, as readsync does.
+				werr = errors.Join(werr, err)
+			}
+			mu.Unlock()
+		}
+	})
+	before := snapshotRows(t, db, "message_read_snapshots")
+	partitions := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT DISTINCT partition FROM system.parts WHERE active AND database = '%s' AND table = 'message_read_snapshots'", db.Name))
+
+	phases := map[string]int{}
+	step := func(ch *clickhouse.ClickHouse) schema.ResortReport {
+		t.Helper()
+		rep, err := ch.ResortStep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		phases[rep.Phase]++
+		time.Sleep(rep.Wait)
+		return rep
+	}
+	step(ch) // set up
+	step(ch) // the first range of the first partition
+	// A step cut off in the middle, as a process killed: the next process
+	// resumes from the last step recorded.
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	_, _ = ch.ResortStep(cctx)
+	cancel()
+	ch2 := openSink(t, db.DSN, opts...)
+	for i := 0; ; i++ {
+		if i > 200 {
+			t.Fatal("the move did not end in 200 steps")
+		}
+		if rep := step(ch2); rep.Done {
+			break
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if werr != nil {
+		t.Fatalf("the previous release's writes: %v", werr)
+	}
+	if phases["setup"] != 1 || phases["copied"] != len(partitions) || phases["copy"] == 0 || phases["swapped"] != 1 {
+		t.Errorf("the move's steps: %v, want a setup, copies of ranges, each of the %d partitions copied and a swap", phases, len(partitions))
+	}
+	if got := sortKey(t, db, "message_read_snapshots"); got != "project_id, snapshot_at, message_id" {
+		t.Errorf("after the move, message_read_snapshots has the sort key %q", got)
+	}
+	if got := sortKey(t, db, schema.PresortSnapshots); got != "project_id, message_id, snapshot_at" {
+		t.Errorf("the table as the previous release sorted it is not kept: %q", got)
+	}
+	after := snapshotRows(t, db, "message_read_snapshots")
+	for _, r := range before {
+		if _, found := slices.BinarySearch(after, r); !found {
+			t.Errorf("row %s lost in the move", r)
+		}
+	}
+	theirs := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT toString(count(DISTINCT (snapshot_at, version))) FROM %s WHERE version >= %d",
+		db.Table("message_read_snapshots"), uint64(1<<50)))
+	if want := fmt.Sprint(written); len(theirs) != 1 || theirs[0] != want {
+		t.Errorf("after the move, the table holds %v of the %s rows the previous release wrote during it", theirs, want)
+	}
+	if rep, err := ch2.ResortStep(ctx); err != nil || !rep.Done || rep.Phase != "" {
+		t.Errorf("a step after the move: %+v, %v; want nothing left", rep, err)
+	}
+	// The views take the rows written through the moved table.
+	h2 := newHistory(t, ch2)
+	h2.version = h.version
+	h2.pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
+	time.Sleep(2100 * time.Millisecond)
+	if _, err := ch2.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertVerified(t, ch2, time.Time{})
+}
