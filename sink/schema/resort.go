@@ -152,9 +152,9 @@ type resorter struct {
 
 // resortState is what the move finds in the database.
 type resortState struct {
-	key                              string // the snapshot table's sort key; empty when it is missing
-	snapshots, resorted, presort     bool   // which tables exist
-	setupAt, swapAt, swapped, copied uint32 // when the phases were recorded, 0 for never
+	key                          string // the snapshot table's sort key; empty when it is missing
+	snapshots, resorted, presort bool   // which tables exist
+	setupAt, swapAt, swapped     uint32 // when the phases were recorded, 0 for never
 }
 
 // done reports whether nothing is left to move: the table has the sort
@@ -235,7 +235,7 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 	if len(left) > 0 {
 		return r.copy(ctx, left)
 	}
-	return r.swap(ctx, s)
+	return r.swap(ctx)
 }
 
 // exec runs a statement that changes the schema.
@@ -425,7 +425,7 @@ func isDigits(s string) bool {
 
 // swap drops the view, swaps the tables and copies again what was written
 // around the setup and the swap.
-func (r resorter) swap(ctx context.Context, s resortState) (ResortReport, error) {
+func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 	if err := r.record(ctx, "swap", "", 0, 0); err != nil {
 		return ResortReport{}, err
 	}
