@@ -131,14 +131,21 @@ FROM {db}.sync_runs WHERE schedule = 'fast' AND trigger = 'cron'`, &ticks, &notO
 	}
 }
 
-// A daemon killed with SIGKILL in the middle of a catch-up loses at most
-// the step it was in: the next one resumes from the last step recorded
-// and completes, and every view then equals its brute force.
+// A daemon killed with SIGKILL in the middle of the catch-up of an import
+// behind a deep history loses at most the step it was in: the next one
+// resumes from the last step recorded and completes, and every view then
+// equals its brute force.
 func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 	// Passes far apart: the catch-up is what runs.
 	f := backlogFixture(t, "@every 1h")
 	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("--backfill: exit %d\n%s", code, stderr)
+	}
+	// A deep history, caught up (a one-off command drains the reconcile
+	// before it exits), then an import of earlier snapshots behind it.
+	f.importHistory(t, 1000)
+	if code, _, stderr := f.run(t, "--flush-spool"); code != ExitOK {
+		t.Fatalf("--flush-spool: exit %d\n%s", code, stderr)
 	}
 	f.importHistory(t, 1000)
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
-	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/verify"
 )
 
 // verifyShown is how many rows of each kind of difference --verify prints
@@ -58,7 +58,7 @@ func (a *app) verify(ctx context.Context, since time.Time, repair bool) int {
 
 // printVerify writes a verification: its window, a line per view, the
 // rows that differ under it, and a summary.
-func printVerify(w io.Writer, rep derived.VerifyReport) {
+func printVerify(w io.Writer, rep verify.Report) {
 	window := "the whole history"
 	if !rep.Since.IsZero() && rep.Since.Unix() > 0 {
 		window = "the snapshots and days from " + rep.Since.Format(time.DateOnly) + " (UTC) on"
@@ -81,7 +81,7 @@ func printVerify(w io.Writer, rep derived.VerifyReport) {
 		fmt.Fprintf(w, "%s: DIFFERS: %d rows missing, %d extra, %d wrong (of %d)\n", v.View, len(v.Missing), len(v.Extra), len(v.Wrong), v.Rows)
 		for _, kind := range []struct {
 			name string
-			rows []derived.RowDiff
+			rows []verify.RowDiff
 		}{{"missing", v.Missing}, {"extra", v.Extra}, {"wrong", v.Wrong}} {
 			for i, d := range kind.rows {
 				if i == verifyShown {
@@ -107,7 +107,7 @@ func printVerify(w io.Writer, rep derived.VerifyReport) {
 }
 
 // repairedProjects are the projects with a row that differs.
-func repairedProjects(rep derived.VerifyReport) map[int64]bool {
+func repairedProjects(rep verify.Report) map[int64]bool {
 	out := map[int64]bool{}
 	for _, v := range rep.Views {
 		for _, p := range v.Projects {

@@ -47,6 +47,7 @@ import (
 	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 type options struct {
@@ -60,6 +61,10 @@ type options struct {
 	// history, when set, lists the snapshots a message of each run; rows
 	// is then ignored.
 	history []int
+	// move, when set, starts from the snapshot table as releases up to
+	// 0.5.0 sorted it, and times its move to the new sort key after the
+	// catch-up.
+	move bool
 }
 
 // result is what one run measured.
@@ -75,6 +80,7 @@ type result struct {
 	passRead, stepRead []uint64
 	verify             time.Duration
 	verifyRSS          int64 // KiB
+	move               time.Duration
 }
 
 func main() {
@@ -95,6 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.messages, "messages", 50, "messages per project")
 	fs.IntVar(&o.rows, "rows", 10_000_000, "earlier snapshot rows inserted by hand: the backlog")
 	fs.IntVar(&o.passes, "passes", 6, "passes written after the catch-up, a minute apart in snapshot time")
+	fs.BoolVar(&o.move, "move", false, "start from the snapshot table sorted as releases up to 0.5.0 did, and time its move to the new sort key")
 	history := fs.String("history", "", "comma-separated snapshots a message, one run in a fresh database each (e.g. 10,1000,10000,30000)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -178,7 +185,12 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 	if err != nil {
 		return r, err
 	}
-	ch, err := chsink.OpenClickHouse(ctx, d)
+	if o.move {
+		if err := createPreviousSnapshots(ctx, conn, o.database); err != nil {
+			return r, err
+		}
+	}
+	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithResort(schema.ResortOptions{Settle: time.Second}))
 	if err != nil {
 		return r, err
 	}
@@ -220,6 +232,12 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 		float64(r.rows)/r.catchUp.Seconds(), float64(snapshots)/r.catchUp.Seconds())
 	fmt.Fprintf(stdout, "steps recorded: %d, %d ms each on average, %d ms the longest\n", r.steps, r.avgStepMS, r.maxStepMS)
 	fmt.Fprintf(stdout, "peak RSS of the binary: %.0f MiB\n\n", float64(r.catchUpRSS)/1024)
+	if o.move {
+		if r.move, err = move(ctx, ch); err != nil {
+			return r, err
+		}
+		fmt.Fprintf(stdout, "move to the new sort key: %s, %.0f rows/s\n\n", r.move.Round(100*time.Millisecond), float64(r.rows)/r.move.Seconds())
+	}
 	if err := passes(ctx, ch, o, t0, stdout, &r); err != nil {
 		return r, err
 	}
@@ -230,6 +248,38 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 		fmt.Fprintf(stdout, "readsync --verify over the whole history: %s, peak RSS %.0f MiB\n\n", r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024)
 	}
 	return r, nil
+}
+
+// createPreviousSnapshots creates the snapshot table as releases up to
+// 0.5.0 did, for the migrations to adopt.
+func createPreviousSnapshots(ctx context.Context, conn driver.Conn, database string) error {
+	for _, q := range []string{
+		"CREATE DATABASE `" + database + "`",
+		"CREATE TABLE `" + database + "`.message_read_snapshots (project_id Int64, message_id Int64, snapshot_at DateTime, read_count UInt64, " +
+			"total UInt64, percent Float64, fetched_at DateTime, version UInt64, schedule String) ENGINE = ReplacingMergeTree(version) " +
+			"PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at)",
+	} {
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("create the previous release's snapshot table: %w", err)
+		}
+	}
+	return nil
+}
+
+// move runs the move of the snapshot table to the new sort key to its
+// end, as a daemon's background loop would, without the settle delay.
+func move(ctx context.Context, ch *chsink.ClickHouse) (time.Duration, error) {
+	start := time.Now()
+	for {
+		rep, err := ch.ResortStep(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("move to the new sort key: %w", err)
+		}
+		if rep.Done {
+			return time.Since(start), nil
+		}
+		time.Sleep(rep.Wait)
+	}
 }
 
 // writePass writes one pass of every project at at through readsync's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/verify"
 )
 
 // Reconcile refreshes the derived rows of every project snapshot changed
@@ -40,26 +41,34 @@ func (c *ClickHouse) ReconcileStep(ctx context.Context, owner string, limit int)
 //
 // It changes nothing, so it does not migrate either: a schema with
 // migrations pending is an error that says so.
-func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (derived.VerifyReport, error) {
+func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (verify.Report, error) {
 	v, err := c.SchemaVersion(ctx)
 	if err != nil {
-		return derived.VerifyReport{}, err
+		return verify.Report{}, err
 	}
 	if !v.Current() {
-		return derived.VerifyReport{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
+		return verify.Report{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
 			"apply them first (readsync --migrate)", c.Database(), v.Applied, strings.Join(v.Pending, ", "))
 	}
-	return c.history.Verify(ctx, since)
+	return verify.New(c.conn).Verify(ctx, since)
 }
 
 // Repair mends what Verify found: each view that differs is written again,
 // and the derived rows of each project with a row that differs are
 // rebuilt from the stored history (see derived.History.Repair).
-func (c *ClickHouse) Repair(ctx context.Context, rep derived.VerifyReport) error {
+func (c *ClickHouse) Repair(ctx context.Context, rep verify.Report) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
-	return c.history.Repair(ctx, rep)
+	var views []string
+	var projects []int64
+	for _, d := range rep.Views {
+		if d.Differs() {
+			views = append(views, d.View)
+			projects = append(projects, d.Projects...)
+		}
+	}
+	return c.history.Repair(ctx, views, projects)
 }
 
 // FoldGains computes the gains of every snapshot in the database from the

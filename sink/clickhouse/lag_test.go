@@ -10,8 +10,8 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
-	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/verify"
 )
 
 // openCluster opens readsync's ClickHouse on a node of the cluster.
@@ -71,7 +71,7 @@ func TestReconcileMendsARefreshOfALaggingReplica(t *testing.T) {
 			}
 		}
 	}
-	verify := func(node int, since time.Time) derived.VerifyReport {
+	verify := func(node int, since time.Time) verify.Report {
 		t.Helper()
 		rep, err := chs[node].Verify(ctx, since)
 		if err != nil {

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink/clickhouse"
-	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/verify"
 )
 
 // assertVerified fails t when Verify finds a view that differs from its
 // brute force, naming every row that does.
-func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) derived.VerifyReport {
+func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) verify.Report {
 	t.Helper()
 	rep, err := ch.Verify(context.Background(), since)
 	if err != nil {
@@ -29,7 +29,7 @@ func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) de
 	return rep
 }
 
-func describeDiff(v derived.ViewDiff) string {
+func describeDiff(v verify.ViewDiff) string {
 	var b strings.Builder
 	for _, d := range v.Missing {
 		fmt.Fprintf(&b, "  missing %s: %s\n", d.Key, d.Want)
@@ -210,7 +210,7 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 
 // wantDiff fails t unless rep says that view differs in a row described
 // as want (as describeDiff writes it).
-func wantDiff(t *testing.T, rep derived.VerifyReport, view, want string) {
+func wantDiff(t *testing.T, rep verify.Report, view, want string) {
 	t.Helper()
 	for _, v := range rep.Views {
 		if v.View == view {

@@ -3,9 +3,9 @@
 // snapshot and per day), a function of the stored history: how a daily
 // value or a gain is computed (the gains' scan, sums and keys), refreshed
 // after each write, reconciled after each pass with the changes the
-// server recorded, folded over the whole history, checked against a brute
-// force (Verify) and mended (Repair). The tables and the SQL that fills
-// them are package schema's.
+// server recorded, folded over the whole history and mended (Repair). The
+// tables and the SQL that fills them are package schema's; what judges
+// them, apart from this code, is package verify.
 package derived
 
 import (

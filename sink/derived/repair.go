@@ -3,7 +3,6 @@ package derived
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,10 +12,10 @@ import (
 	"github.com/readsync/readsync/sink/schema"
 )
 
-// Repair mends what Verify found: it writes again each view that differs
-// from its brute force, from its current definition (a view altered by
-// hand), and rebuilds from the stored history every derived row of each
-// project with a row that differs. A refresh cannot mend every kind of
+// Repair mends what a check found (package verify): it writes again each
+// of views, those that differ from their brute force, from its current
+// definition (a view altered by hand), and rebuilds from the stored
+// history every derived row of projects, those with a row that differs. A refresh cannot mend every kind of
 // difference, since a rollup keeps the highest key or the maximum it was
 // given: a row written there by hand may outrank every refresh. So the
 // project's rows are deleted from every rollup, then computed again:
@@ -25,22 +24,15 @@ import (
 //
 // It works a chunk of projects at a time; readers may see a chunk's rows
 // missing for the moment between the deletion and the rebuild.
-func (h *History) Repair(ctx context.Context, rep VerifyReport) error {
-	projects := map[int64]bool{}
-	for _, d := range rep.Views {
-		if !d.Differs() {
-			continue
-		}
-		for _, q := range schema.RewriteView(h.names, d.View) {
+func (h *History) Repair(ctx context.Context, views []string, projects []int64) error {
+	for _, v := range views {
+		for _, q := range schema.RewriteView(h.names, v) {
 			if err := h.conn.Exec(ctx, q); err != nil {
-				return h.conn.Redact(fmt.Errorf("repair: write view %s again: %w", d.View, err))
+				return h.conn.Redact(fmt.Errorf("repair: write view %s again: %w", v, err))
 			}
 		}
-		for _, p := range d.Projects {
-			projects[p] = true
-		}
 	}
-	all := slices.Sorted(maps.Keys(projects))
+	all := slices.Compact(slices.Sorted(slices.Values(projects)))
 	for len(all) > 0 {
 		n := min(len(all), repairChunk)
 		if err := h.rebuild(ctx, all[:n]); err != nil {

@@ -1,4 +1,19 @@
-package derived
+// Package verify judges readsync's derived history: it compares every
+// view users query with its brute force over the stored history
+// (message_read_snapshots, sync_runs, projects, messages), the operator's
+// fsck of the derived rows and the tests' judge.
+//
+// It shares no code with what it judges (package derived keeps the rows,
+// package schema writes the views): the brute force is written apart, the
+// simplest way, one pass over the snapshot rows in the order of (project,
+// message, snapshot, version), computing in Go what each view defines
+// (brute.go), and it never reads a rollup. A window (window.go) restricts
+// both sides to the snapshots from a day on and to what was written since;
+// the messages' rows before a project's window are read only for each
+// one's newest, the previous row of its first snapshot in the window.
+// What it holds at once is one step of projects' rows, whatever the
+// history.
+package verify
 
 import (
 	"context"
@@ -16,18 +31,24 @@ import (
 	"github.com/readsync/readsync/sink/schema"
 )
 
-// Verify compares every view users query with its brute force over the
-// stored history (message_read_snapshots, sync_runs, projects, messages),
-// the operator's fsck of readsync's derived rows and the tests' judge.
-//
-// The brute force is written apart from the views and the refreshes, the
-// simplest way: one pass over the snapshot rows in the order of (project,
-// message, snapshot, version), computing in Go what each view defines
-// (brute.go). It never reads a rollup. A window (verifywindow.go)
-// restricts both sides to the snapshots from a day on and to what was
-// written since; the messages' rows before a project's window are read
-// only for each one's newest, the previous row of its first snapshot in
-// the window.
+// Checker judges the derived history of the database of one connection.
+// It is safe for concurrent use; the connection stays its caller's.
+type Checker struct {
+	conn  *chconn.Conn
+	names chconn.Names
+}
+
+// New returns the Checker of the database of c.
+func New(c *chconn.Conn) *Checker { return &Checker{conn: c, names: c.Names()} }
+
+// msgKey is a message of a project.
+type msgKey struct{ project, message int64 }
+
+// gainTarget is a project snapshot: the project and the Unix time.
+type gainTarget struct {
+	project int64
+	at      uint32
+}
 
 // A viewColumn is a column of a view as Verify compares it: its name, how
 // to read it as text that compares exactly (times as Unix seconds, floats
@@ -153,8 +174,8 @@ type RowDiff struct {
 // Differs reports whether the view differs from its brute force.
 func (d ViewDiff) Differs() bool { return len(d.Missing)+len(d.Extra)+len(d.Wrong) > 0 }
 
-// VerifyReport is what Verify found.
-type VerifyReport struct {
+// Report is what Verify found.
+type Report struct {
 	// Since is the start of the window: the UTC day from which on the
 	// snapshots and days were compared, and what was written.
 	Since time.Time
@@ -168,7 +189,7 @@ type VerifyReport struct {
 }
 
 // Clean reports whether every view equals its brute force.
-func (r VerifyReport) Clean() bool {
+func (r Report) Clean() bool {
 	for _, v := range r.Views {
 		if v.Differs() {
 			return false
@@ -180,21 +201,21 @@ func (r VerifyReport) Clean() bool {
 // Verify compares every view with its brute force for the snapshots and
 // days from the UTC day of since on, and for the snapshots and ticks
 // written since then whatever their time, with the rows that depend on
-// them (see verifywindow.go); for the zero time, over the whole history.
+// them (see window.go); for the zero time, over the whole history.
 // It changes nothing; the schema must be current.
-func (h *History) Verify(ctx context.Context, since time.Time) (VerifyReport, error) {
+func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 	from := chconn.DayStart(uint32(sink.TimeOf(since)))
-	rep := VerifyReport{Since: sink.Time(from).Time()}
-	w, err := h.readWindow(ctx, from)
+	rep := Report{Since: sink.Time(from).Time()}
+	w, err := c.readWindow(ctx, from)
 	if err != nil {
-		return rep, h.conn.Redact(fmt.Errorf("verify: %w", err))
+		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
 	w.report(&rep)
-	c := newComparison()
-	if err := h.bruteForce(ctx, w, c); err != nil {
-		return rep, h.conn.Redact(fmt.Errorf("verify: %w", err))
+	judged := newComparison()
+	if err := c.bruteForce(ctx, w, judged); err != nil {
+		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
-	rep.Views = c.diffs()
+	rep.Views = judged.diffs()
 	return rep, nil
 }
 
@@ -251,13 +272,13 @@ func sortDiffs(ds []RowDiff) {
 
 // compareProjects compares the rows of the project-keyed views for
 // projects, whose window starts at start, with want, their brute force.
-func (h *History) compareProjects(ctx context.Context, c *comparison, projects []int64, start uint32, want map[string]viewRows) error {
+func (c *Checker) compareProjects(ctx context.Context, judged *comparison, projects []int64, start uint32, want map[string]viewRows) error {
 	pt, err := chconn.ProjectsExt("compared", projects)
 	if err != nil {
 		return err
 	}
 	for _, p := range projects {
-		c.covered[p] = true
+		judged.covered[p] = true
 	}
 	for _, shape := range viewShapes {
 		if shape.key[0] != colProject {
@@ -265,10 +286,10 @@ func (h *History) compareProjects(ctx context.Context, c *comparison, projects [
 		}
 		got := viewRows{}
 		where := fmt.Sprintf("%s AND %s >= %s", chconn.InExt("project_id", "compared"), shape.since.name, shape.since.bound(start))
-		if err := h.readViewRows(chconn.WithExternal(ctx, pt), shape, where, got, nil); err != nil {
+		if err := c.readViewRows(chconn.WithExternal(ctx, pt), shape, where, got, nil); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
-		c.add(shape, got, want[shape.name])
+		judged.add(shape, got, want[shape.name])
 	}
 	return nil
 }
@@ -277,7 +298,7 @@ func (h *History) compareProjects(ctx context.Context, c *comparison, projects [
 // compared: schedule_coverage, and the project-keyed views' rows of the
 // projects no group covered, which have no snapshot row in the window and
 // so no row in its brute force.
-func (h *History) compareRest(ctx context.Context, c *comparison, w verifyWindow, coverage viewRows) error {
+func (c *Checker) compareRest(ctx context.Context, judged *comparison, w verifyWindow, coverage viewRows) error {
 	for _, shape := range viewShapes {
 		got := viewRows{}
 		uncovered := func(cols []string) (bool, error) {
@@ -285,24 +306,24 @@ func (h *History) compareRest(ctx context.Context, c *comparison, w verifyWindow
 				return true, nil
 			}
 			p, err := strconv.ParseInt(cols[0], 10, 64)
-			return err == nil && !c.covered[p], err
+			return err == nil && !judged.covered[p], err
 		}
-		if err := h.readView(ctx, shape, w, got, uncovered); err != nil {
+		if err := c.readView(ctx, shape, w, got, uncovered); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
 		want := viewRows{}
 		if shape.key[0] != colProject {
 			want = coverage
 		}
-		c.add(shape, got, want)
+		judged.add(shape, got, want)
 	}
 	return nil
 }
 
 // readView reads the view's rows in the window that keep holds: those
 // from its day on, then those before it that the window holds.
-func (h *History) readView(ctx context.Context, shape viewShape, w verifyWindow, out viewRows, keep func(cols []string) (bool, error)) error {
-	err := h.readViewRows(ctx, shape, fmt.Sprintf("%s >= %s", shape.since.name, shape.since.bound(w.from)), out, keep)
+func (c *Checker) readView(ctx context.Context, shape viewShape, w verifyWindow, out viewRows, keep func(cols []string) (bool, error)) error {
+	err := c.readViewRows(ctx, shape, fmt.Sprintf("%s >= %s", shape.since.name, shape.since.bound(w.from)), out, keep)
 	if err != nil {
 		return err
 	}
@@ -314,7 +335,7 @@ func (h *History) readView(ctx context.Context, shape viewShape, w verifyWindow,
 	if since < 0 {
 		since = len(shape.key) + slices.Index(shape.values, shape.since)
 	}
-	return h.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, out, func(cols []string) (bool, error) {
+	return c.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, out, func(cols []string) (bool, error) {
 		at, err := shape.since.timeOf(cols[since])
 		if err != nil {
 			return false, fmt.Errorf("%s %q: %w", shape.since.name, cols[since], err)
@@ -329,7 +350,7 @@ func (h *History) readView(ctx context.Context, shape viewShape, w verifyWindow,
 // readViewRows puts the view's rows that where selects into out, those
 // keep holds when it is given: it is given each row's columns as text,
 // the key's first.
-func (h *History) readViewRows(ctx context.Context, shape viewShape, where string, out viewRows, keep func(cols []string) (bool, error)) error {
+func (c *Checker) readViewRows(ctx context.Context, shape viewShape, where string, out viewRows, keep func(cols []string) (bool, error)) error {
 	var cols []string
 	for _, col := range shape.key {
 		cols = append(cols, col.sql())
@@ -340,13 +361,13 @@ func (h *History) readViewRows(ctx context.Context, shape viewShape, where strin
 	}
 	// 18.16 pushes the window into the view only with this setting.
 	q := fmt.Sprintf("SELECT %s FROM %s WHERE %s SETTINGS enable_optimize_predicate_expression = 1",
-		strings.Join(cols, ", "), h.names.Table(shape.name), where)
+		strings.Join(cols, ", "), c.names.Table(shape.name), where)
 	vals := make([]string, len(cols))
 	ptrs := make([]any, len(cols))
 	for i := range vals {
 		ptrs[i] = &vals[i]
 	}
-	return chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+	return chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		if err := rows.Scan(ptrs...); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package derived
+package verify
 
 import (
 	"cmp"
@@ -37,44 +37,44 @@ type bruteRow struct {
 // bruteForce computes every view's rows in the window w, a step of
 // projects at a time, and compares each step's with the views' rows of
 // the same projects in c.
-func (h *History) bruteForce(ctx context.Context, w verifyWindow, c *comparison) error {
-	names, err := h.bruteNames(ctx)
+func (c *Checker) bruteForce(ctx context.Context, w verifyWindow, judged *comparison) error {
+	names, err := c.bruteNames(ctx)
 	if err != nil {
 		return fmt.Errorf("brute force: %w", err)
 	}
 	coverage := viewRows{}
-	ticks, err := h.bruteCoverage(ctx, w, coverage)
+	ticks, err := c.bruteCoverage(ctx, w, coverage)
 	if err != nil {
 		return fmt.Errorf("brute force: %w", err)
 	}
 	for _, g := range w.groups() {
-		counts, err := h.bruteCounts(ctx, g, w)
+		counts, err := c.bruteCounts(ctx, g, w)
 		if err != nil {
 			return fmt.Errorf("brute force: %w", err)
 		}
-		err = h.bruteGroup(ctx, g.start, counts, func(step []int64) error {
+		err = c.bruteGroup(ctx, g.start, counts, func(step []int64) error {
 			out := map[string]viewRows{}
 			for _, v := range schema.Views() {
 				out[v] = viewRows{}
 			}
-			if err := h.bruteStep(ctx, step, g.start, names, ticks, out); err != nil {
+			if err := c.bruteStep(ctx, step, g.start, names, ticks, out); err != nil {
 				return fmt.Errorf("brute force: %w", err)
 			}
-			return h.compareProjects(ctx, c, step, g.start, out)
+			return c.compareProjects(ctx, judged, step, g.start, out)
 		})
 		if err != nil {
 			return err
 		}
 	}
-	return h.compareRest(ctx, c, w, coverage)
+	return c.compareRest(ctx, judged, w, coverage)
 }
 
 // bruteCounts counts the snapshot rows of each project of the group g in
 // its window.
-func (h *History) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow) (map[int64]uint64, error) {
-	table := h.names.Table(schema.SnapshotsTable.Name())
+func (c *Checker) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow) (map[int64]uint64, error) {
+	table := c.names.Table(schema.SnapshotsTable.Name())
 	if g.all {
-		counts, err := chconn.QueryMap[int64, uint64](ctx, h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
+		counts, err := chconn.QueryMap[int64, uint64](ctx, c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
 			table, chconn.DateTime(g.start)))
 		if err != nil {
 			return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
@@ -89,7 +89,7 @@ func (h *History) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow
 	if err != nil {
 		return nil, err
 	}
-	counts, err := chconn.QueryMap[int64, uint64](chconn.WithExternal(ctx, pt), h.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id",
+	counts, err := chconn.QueryMap[int64, uint64](chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id",
 		table, chconn.InExt("project_id", "counted"), chconn.DateTime(g.start)))
 	if err != nil {
 		return nil, fmt.Errorf("count the snapshot rows from %s of %d projects with snapshots written since %s: %w", sink.Time(g.start), len(g.projects), sink.Time(w.from), err)
@@ -100,7 +100,7 @@ func (h *History) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow
 // bruteGroup calls each with the projects of counts, whose windows start
 // at from, a step of at most bruteStepRows snapshot rows at a time (a
 // project's rows at least).
-func (h *History) bruteGroup(ctx context.Context, from uint32, counts map[int64]uint64, each func(step []int64) error) error {
+func (c *Checker) bruteGroup(ctx context.Context, from uint32, counts map[int64]uint64, each func(step []int64) error) error {
 	var step []int64
 	var n uint64
 	flush := func() error {
@@ -132,9 +132,9 @@ type bruteNamesOf struct {
 	subjects map[msgKey]string
 }
 
-func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
+func (c *Checker) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	n := bruteNamesOf{projects: map[int64][2]string{}, subjects: map[msgKey]string{}}
-	err := chconn.QueryEach(ctx, h.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+h.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
+	err := chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
 		func(rows driver.Rows) error {
 			var (
 				id        int64
@@ -149,7 +149,7 @@ func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	if err != nil {
 		return n, fmt.Errorf("read the projects' names: %w", err)
 	}
-	err = chconn.QueryEach(ctx, h.conn, "SELECT project_id, id, argMax(subject, version) FROM "+h.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
+	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
 		func(rows driver.Rows) error {
 			var (
 				k       msgKey
@@ -170,8 +170,8 @@ func (h *History) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 // bruteCoverage puts schedule_coverage's rows in the window w into rows,
 // and returns every cron tick recorded, per schedule, sorted: what missed
 // ticks count.
-func (h *History) bruteCoverage(ctx context.Context, w verifyWindow, rows viewRows) (map[string][]uint32, error) {
-	fates, err := h.tickFates(ctx)
+func (c *Checker) bruteCoverage(ctx context.Context, w verifyWindow, rows viewRows) (map[string][]uint32, error) {
+	fates, err := c.tickFates(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -218,9 +218,9 @@ type cronTick struct {
 type tickFate struct{ run, ok, skipped, missed bool }
 
 // tickFates reads what became of every cron tick sync_runs records.
-func (h *History) tickFates(ctx context.Context) (map[cronTick]*tickFate, error) {
+func (c *Checker) tickFates(ctx context.Context) (map[cronTick]*tickFate, error) {
 	fates := map[cronTick]*tickFate{}
-	err := chconn.QueryEach(ctx, h.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+h.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
+	err := chconn.QueryEach(ctx, c.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
 		func(r driver.Rows) error {
 			var (
 				t      cronTick
@@ -249,25 +249,25 @@ func (h *History) tickFates(ctx context.Context) (map[cronTick]*tickFate, error)
 }
 
 // bruteStep computes the rows of the snapshot views for projects.
-func (h *History) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
+func (c *Checker) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
 	// The group's projects, as external data for every read of the step.
 	pt, err := chconn.ProjectsExt("verified", projects)
 	if err != nil {
 		return err
 	}
 	ctx = chconn.WithExternal(ctx, pt)
-	priors, err := h.brutePriors(ctx, from)
+	priors, err := c.brutePriors(ctx, from)
 	if err != nil {
 		return err
 	}
-	schedules, err := h.bruteSchedules(ctx, from)
+	schedules, err := c.bruteSchedules(ctx, from)
 	if err != nil {
 		return err
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
 FROM %s
 WHERE %s AND snapshot_at >= %s
-ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
 	// Each message's newest row at each of its snapshots, in order.
 	var (
 		msg     []bruteRow
@@ -275,7 +275,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 		started bool
 	)
 	acc := newBruteAcc()
-	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads, &r.total, &r.percent); err != nil {
 			return err
@@ -309,14 +309,14 @@ ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.Sna
 // before the one before, for the messages it has not found yet: a message
 // seen a minute before costs a granule, one first seen in the window its
 // project's whole earlier history (which only that proves).
-func (h *History) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, error) {
+func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, error) {
 	out := map[msgKey]bruteRow{}
 	if from == 0 {
 		return out, nil
 	}
-	table := h.names.Table(schema.SnapshotsTable.Name())
+	table := c.names.Table(schema.SnapshotsTable.Name())
 	want := map[msgKey]bool{}
-	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s AND snapshot_at >= %s",
+	err := chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s AND snapshot_at >= %s",
 		table, chconn.InExt("project_id", "verified"), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var k msgKey
 		if err := rows.Scan(&k.project, &k.message); err != nil {
@@ -337,7 +337,7 @@ func (h *History) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 		if span != 0 && from > span {
 			lo = from - span
 		}
-		if err := h.brutePriorsIn(ctx, want, lo, hi, out); err != nil {
+		if err := c.brutePriorsIn(ctx, want, lo, hi, out); err != nil {
 			return nil, err
 		}
 		hi = lo
@@ -347,7 +347,7 @@ func (h *History) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 
 // brutePriorsIn puts into out the newest row in [lo, hi) of each message
 // of want that has one, and takes it out of want.
-func (h *History) brutePriorsIn(ctx context.Context, want map[msgKey]bool, lo, hi uint32, out map[msgKey]bruteRow) error {
+func (c *Checker) brutePriorsIn(ctx context.Context, want map[msgKey]bool, lo, hi uint32, out map[msgKey]bruteRow) error {
 	wanted, err := chconn.NewExtTable("prior_of", "project_id", "Int64", "message_id", "Int64")
 	if err != nil {
 		return err
@@ -366,9 +366,9 @@ FROM
     FROM %s
     WHERE %s AND snapshot_at >= %s AND snapshot_at < %s AND %s
     GROUP BY project_id, message_id
-)`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(lo), chconn.DateTime(hi),
+)`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(lo), chconn.DateTime(hi),
 		chconn.InExt("project_id, message_id", "prior_of"))
-	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), h.conn, q, func(rows driver.Rows) error {
+	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
 			return err
@@ -388,15 +388,15 @@ FROM
 // the projects of ctx's external table "verified", that has one: its
 // newest write's, else the one release 0.3.0 counted its missed ticks by
 // (see gainschedules.go).
-func (h *History) bruteSchedules(ctx context.Context, from uint32) (map[gainTarget]string, error) {
+func (c *Checker) bruteSchedules(ctx context.Context, from uint32) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
 	for _, src := range []struct{ table, schedule string }{
 		{schema.SnapshotsTable.Name(), "argMax(schedule, version)"},
 		{schema.LegacySchedules, "any(schedule)"},
 	} {
 		q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), %s FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
-			src.schedule, h.names.Table(src.table), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
-		err := chconn.QueryEach(ctx, h.conn, q,
+			src.schedule, c.names.Table(src.table), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+		err := chconn.QueryEach(ctx, c.conn, q,
 			func(rows driver.Rows) error {
 				var (
 					t gainTarget

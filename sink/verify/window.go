@@ -1,4 +1,4 @@
-package derived
+package verify
 
 import (
 	"context"
@@ -59,14 +59,14 @@ type scheduleDay struct {
 
 // readWindow reads the change logs for the window from the day start from
 // on (the whole history for 0).
-func (h *History) readWindow(ctx context.Context, from uint32) (verifyWindow, error) {
+func (c *Checker) readWindow(ctx context.Context, from uint32) (verifyWindow, error) {
 	w := verifyWindow{from: from, early: map[int64]uint32{}, tickDays: map[scheduleDay]bool{}}
 	if from == 0 {
 		return w, nil
 	}
 	q := fmt.Sprintf("SELECT project_id, toUInt32(min(snapshot_at)), uniqExact(snapshot_at) FROM %s WHERE changed_at >= %s AND snapshot_at < %s GROUP BY project_id",
-		h.names.Table(schema.SnapshotChanges), chconn.DateTime(from), chconn.DateTime(from))
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		c.names.Table(schema.SnapshotChanges), chconn.DateTime(from), chconn.DateTime(from))
+	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var (
 			p     int64
 			first uint32
@@ -84,8 +84,8 @@ func (h *History) readWindow(ctx context.Context, from uint32) (verifyWindow, er
 	}
 	firstTicks := map[string]uint32{}
 	q = fmt.Sprintf("SELECT DISTINCT schedule, toUInt32(tick) FROM %s WHERE changed_at >= %s AND tick < %s",
-		h.names.Table(schema.TickChanges), chconn.DateTime(from), chconn.DateTime(from))
-	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		c.names.Table(schema.TickChanges), chconn.DateTime(from), chconn.DateTime(from))
+	err = chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var (
 			s    string
 			tick uint32
@@ -104,7 +104,7 @@ func (h *History) readWindow(ctx context.Context, from uint32) (verifyWindow, er
 		return w, fmt.Errorf("read the ticks recorded since %s from %s: %w", sink.Time(from), schema.TickChanges, err)
 	}
 	for _, s := range slices.Sorted(maps.Keys(firstTicks)) {
-		if err := h.windowAfterTick(ctx, &w, s, firstTicks[s]); err != nil {
+		if err := c.windowAfterTick(ctx, &w, s, firstTicks[s]); err != nil {
 			return w, err
 		}
 	}
@@ -118,11 +118,11 @@ func (h *History) readWindow(ctx context.Context, from uint32) (verifyWindow, er
 // else the one release 0.3.0 counted it by (see gainschedules.go); a
 // snapshot whose rows carry several counts under each, which reads more
 // than needed, never less.
-func (h *History) windowAfterTick(ctx context.Context, w *verifyWindow, schedule string, tick uint32) error {
+func (c *Checker) windowAfterTick(ctx context.Context, w *verifyWindow, schedule string, tick uint32) error {
 	for _, table := range []string{schema.SnapshotsTable.Name(), schema.LegacySchedules} {
 		q := fmt.Sprintf("SELECT project_id, toUInt32(min(snapshot_at)) FROM %s WHERE schedule = %s AND snapshot_at > %s AND snapshot_at < %s GROUP BY project_id",
-			h.names.Table(table), chconn.QuoteString(schedule), chconn.DateTime(tick), chconn.DateTime(w.from))
-		err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+			c.names.Table(table), chconn.QuoteString(schedule), chconn.DateTime(tick), chconn.DateTime(w.from))
+		err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 			var (
 				p     int64
 				first uint32
@@ -240,7 +240,7 @@ func (w verifyWindow) earlierRows(shape viewShape) (where string, ext []*chconn.
 
 // report puts what the window holds besides the days from from on into
 // rep.
-func (w verifyWindow) report(rep *VerifyReport) {
+func (w verifyWindow) report(rep *Report) {
 	rep.Written, rep.Ticks, rep.Earlier = w.written, w.ticks, len(w.early)
 	if len(w.early) > 0 {
 		rep.EarlierFrom = sink.Time(w.earliest()).Time()
