@@ -108,6 +108,53 @@ func (k TickChange) after() string {
 		chconn.QuoteString(k.Schedule), chconn.QuoteString(k.Schedule), chconn.DateTime(k.Tick)))
 }
 
+// afterRanges renders, in the log's key order, the ranges of keys after a
+// position at the change time at (its second's rest: sameSecond, or the
+// whole second when open), then windows of change times that widen from
+// a minute to the horizon. A step reads them in turn until it has its
+// changes: each read sorts what its range holds, so a range must hold
+// about a step's changes, not every change that waits (one INSERT …
+// SELECT records millions in a few seconds).
+func afterRanges(at uint32, open bool, sameSecond []string, horizon uint32) []string {
+	var out []string
+	if at < horizon {
+		if open {
+			out = append(out, "changed_at = "+chconn.DateTime(at))
+		} else {
+			for _, r := range sameSecond {
+				out = append(out, fmt.Sprintf("changed_at = %s AND %s", chconn.DateTime(at), r))
+			}
+		}
+	}
+	lo := at
+	for _, span := range []uint32{60, 3600, 86400, 16 * 86400, 0} {
+		if lo >= horizon {
+			break
+		}
+		hi := horizon
+		if span != 0 && at < horizon-min(horizon, span) {
+			hi = at + span
+		}
+		out = append(out, fmt.Sprintf("changed_at > %s AND changed_at <= %s", chconn.DateTime(lo), chconn.DateTime(hi)))
+		lo = hi
+	}
+	return out
+}
+
+func (k SnapshotChange) ranges(horizon uint32) []string {
+	return afterRanges(k.ChangedAt, k.Open, []string{
+		fmt.Sprintf("project_id = %d AND snapshot_at > %s", k.Project, chconn.DateTime(k.SnapshotAt)),
+		fmt.Sprintf("project_id > %d", k.Project),
+	}, horizon)
+}
+
+func (k TickChange) ranges(horizon uint32) []string {
+	return afterRanges(k.ChangedAt, k.Open, []string{
+		fmt.Sprintf("schedule = %s AND tick > %s", chconn.QuoteString(k.Schedule), chconn.DateTime(k.Tick)),
+		"schedule > " + chconn.QuoteString(k.Schedule),
+	}, horizon)
+}
+
 // StepReport says what a reconcile step found and did.
 type StepReport struct {
 	// From and To are the positions before and after the step.
@@ -296,22 +343,27 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 // rep.To.Snapshots and before horizon, moving rep.To.Snapshots to the last.
 func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) (chconn.SnapshotSet, error) {
 	changed := chconn.SnapshotSet{}
-	q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, project_id, toUInt32(snapshot_at) AS s FROM %s
+	for _, r := range rep.To.Snapshots.ranges(horizon) {
+		if rep.ChangedSnapshots >= limit {
+			break
+		}
+		q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, project_id, toUInt32(snapshot_at) AS s FROM %s
 WHERE %s AND changed_at < %s
 ORDER BY c, project_id, s
-LIMIT %d`, h.names.Table(schema.SnapshotChanges), rep.To.Snapshots.after(), chconn.DateTime(horizon), limit)
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
-		k := &rep.To.Snapshots
-		if err := rows.Scan(&k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
-			return err
+LIMIT %d`, h.names.Table(schema.SnapshotChanges), r, chconn.DateTime(horizon), limit-rep.ChangedSnapshots)
+		err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+			var k SnapshotChange
+			if err := rows.Scan(&k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
+				return err
+			}
+			rep.To.Snapshots = k
+			changed.Add(k.Project, k.SnapshotAt)
+			rep.ChangedSnapshots++
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
 		}
-		k.Open = false
-		changed.Add(k.Project, k.SnapshotAt)
-		rep.ChangedSnapshots++
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
 	}
 	return changed, nil
 }
@@ -321,22 +373,27 @@ LIMIT %d`, h.names.Table(schema.SnapshotChanges), rep.To.Snapshots.after(), chco
 // schedule's ticks, sorted.
 func (h *History) readTickChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) (map[string][]uint32, error) {
 	ticks := map[string][]uint32{}
-	q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, schedule, toUInt32(tick) AS t FROM %s
+	for _, r := range rep.To.Ticks.ranges(horizon) {
+		if rep.ChangedTicks >= limit {
+			break
+		}
+		q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, schedule, toUInt32(tick) AS t FROM %s
 WHERE %s AND changed_at < %s
 ORDER BY c, schedule, t
-LIMIT %d`, h.names.Table(schema.TickChanges), rep.To.Ticks.after(), chconn.DateTime(horizon), limit)
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
-		k := &rep.To.Ticks
-		if err := rows.Scan(&k.ChangedAt, &k.Schedule, &k.Tick); err != nil {
-			return err
+LIMIT %d`, h.names.Table(schema.TickChanges), r, chconn.DateTime(horizon), limit-rep.ChangedTicks)
+		err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+			var k TickChange
+			if err := rows.Scan(&k.ChangedAt, &k.Schedule, &k.Tick); err != nil {
+				return err
+			}
+			rep.To.Ticks = k
+			ticks[k.Schedule] = append(ticks[k.Schedule], k.Tick)
+			rep.ChangedTicks++
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
 		}
-		k.Open = false
-		ticks[k.Schedule] = append(ticks[k.Schedule], k.Tick)
-		rep.ChangedTicks++
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("reconcile: read %s: %w", schema.TickChanges, err)
 	}
 	for _, ts := range ticks {
 		slices.Sort(ts)

@@ -218,7 +218,9 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 		return r.finish(ctx, s) // swapped, not yet recorded
 	case s.done():
 		return ResortReport{Done: true}, nil
-	case !s.resorted:
+	case !s.resorted || s.setupAt == 0:
+		// Set up, or set up again what a process killed in the middle
+		// of it left: every statement finds what it created.
 		return r.setup(ctx)
 	}
 	now, err := r.now(ctx)
