@@ -141,9 +141,10 @@ func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
 		t.Fatalf("--backfill: exit %d\n%s", code, stderr)
 	}
-	// A deep history, caught up (a one-off command drains the reconcile
-	// before it exits), then an import of earlier snapshots behind it.
-	f.importHistory(t, 1000)
+	// A history of 200 snapshots a message, caught up (a one-off command
+	// drains the reconcile before it exits), then an import of 1 000
+	// earlier snapshots a message behind it.
+	f.importHistory(t, 200)
 	if code, _, stderr := f.run(t, "--flush-spool"); code != ExitOK {
 		t.Fatalf("--flush-spool: exit %d\n%s", code, stderr)
 	}

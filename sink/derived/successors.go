@@ -61,56 +61,39 @@ func (h *History) addGroupSuccessors(ctx context.Context, targets, later chconn.
 	for _, at := range next {
 		end = max(end, at)
 	}
-	// Each message's rows in the window, in order: the one after a later
-	// snapshot is its next row; a message whose last row there is one
-	// and that has rows after the window is looked up beyond it.
+	// Each message's snapshots in the window, in order: the one after a
+	// later snapshot is its next row; a message whose last snapshot there
+	// is one and that has rows after the window is looked up beyond it.
 	beyond := map[msgKey]bool{}
-	var (
-		cur  msgKey
-		ats  []uint32
-		open bool
-	)
-	flush := func() {
-		for i, at := range ats {
-			if !later.Has(cur.project, at) {
-				continue
-			}
-			if i+1 < len(ats) {
-				targets.Add(cur.project, ats[i+1])
-			} else if latest[cur] > end {
-				beyond[cur] = true
-			}
-		}
-	}
 	pt, err := chconn.ProjectsExt("later", g.projects)
 	if err != nil {
 		return err
 	}
-	q := fmt.Sprintf(`SELECT DISTINCT project_id, message_id, toUInt32(snapshot_at) AS at
+	q := fmt.Sprintf(`SELECT project_id, message_id, arraySort(groupUniqArray(toUInt32(snapshot_at)))
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at <= %s
-ORDER BY project_id, message_id, at`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(g.from), chconn.DateTime(end))
+GROUP BY project_id, message_id`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(g.from), chconn.DateTime(end))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
-			k  msgKey
-			at uint32
+			k   msgKey
+			ats []uint32
 		)
-		if err := rows.Scan(&k.project, &k.message, &at); err != nil {
+		if err := rows.Scan(&k.project, &k.message, &ats); err != nil {
 			return err
 		}
-		if open && k != cur {
-			flush()
-			ats = ats[:0]
+		for i, at := range ats {
+			switch {
+			case !later.Has(k.project, at):
+			case i+1 < len(ats):
+				targets.Add(k.project, ats[i+1])
+			case latest[k] > end:
+				beyond[k] = true
+			}
 		}
-		cur, open = k, true
-		ats = append(ats, at)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("read the rows from %s to %s: %w", sink.Time(g.from), sink.Time(end), err)
-	}
-	if open {
-		flush()
 	}
 	if len(beyond) == 0 {
 		return nil
