@@ -201,12 +201,14 @@ func TestPodsShareAQuerysNames(t *testing.T) {
 	if err := batch.Send(); err != nil {
 		t.Fatal(err)
 	}
-	f.writeNamesSchedules(t, fmt.Sprintf("schedules:\n  - name: hourly\n    cron: \"0 * * * *\"\n    nft_names_query: SELECT nft FROM %s\n", table))
+	f.writeNamesSchedules(t, fmt.Sprintf("schedules:\n  - name: yearly\n    cron: \"0 0 1 1 *\"\n    nft_names_query: SELECT nft FROM %s\n", table))
 	f.Env["READSYNC_CONCURRENCY"] = "32"
 
 	fetched := map[string]int{}
-	// A tick whose next is ahead: the pass's deadline.
-	tick := time.Now().UTC().Truncate(time.Hour)
+	// A tick whose next, the pass's deadline, is months ahead: an hourly
+	// tick's was seconds ahead when the test ran just before the hour,
+	// and cut the pass off.
+	tick := time.Date(time.Now().UTC().Year(), 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 3 {
 		f.Env["READSYNC_SHARD"] = fmt.Sprintf("%d/3", i)
 		f.Env["READSYNC_SPOOL_DIR"] = filepath.Join(t.TempDir(), "spool")

@@ -32,24 +32,11 @@ const previousSnapshotSpan = 7 * 86400
 // previousSnapshots returns each project's latest snapshot before t, if it
 // has one in the previousSnapshotSpan before, from the snapshot rollup.
 func (h *History) previousSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
-	out := map[int64]uint32{}
-	left := projects
-	for _, span := range []uint32{3600, 86400, previousSnapshotSpan} {
-		if len(left) == 0 {
-			break
-		}
-		pt, err := chconn.ProjectsExt("scanned", left)
-		if err != nil {
-			return nil, err
-		}
-		q := fmt.Sprintf("SELECT project_id, toUInt32(max(snapshot_at)) FROM %s WHERE %s AND snapshot_at >= %s AND snapshot_at < %s GROUP BY project_id",
-			h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "scanned"), chconn.DateTime(t-min(t, span)), chconn.DateTime(t))
-		found, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
-		if err != nil {
-			return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
-		}
-		maps.Copy(out, found)
-		left = slices.DeleteFunc(slices.Clone(left), func(p int64) bool { _, ok := out[p]; return ok })
+	out, err := h.nearestSnapshots(ctx, projects, []uint32{3600, 86400, previousSnapshotSpan}, func(span uint32) string {
+		return fmt.Sprintf("snapshot_at >= %s AND snapshot_at < %s", chconn.DateTime(t-min(t, span)), chconn.DateTime(t))
+	}, "max")
+	if err != nil {
+		return nil, fmt.Errorf("read projects' previous snapshots: %w", err)
 	}
 	return out, nil
 }
@@ -57,21 +44,35 @@ func (h *History) previousSnapshots(ctx context.Context, projects []int64, t uin
 // nextSnapshots returns each project's first snapshot after t, for those
 // that have one, from the snapshot rollup.
 func (h *History) nextSnapshots(ctx context.Context, projects []int64, t uint32) (map[int64]uint32, error) {
+	out, err := h.nearestSnapshots(ctx, projects, probeSpans, func(span uint32) string {
+		return "snapshot_at > " + chconn.DateTime(t) + spanEnd(t, span)
+	}, "min")
+	if err != nil {
+		return nil, fmt.Errorf("read projects' next snapshots: %w", err)
+	}
+	return out, nil
+}
+
+// nearestSnapshots returns, for each project that has one, the snapshot
+// the aggregate agg (max or min) picks from the snapshot rollup's rows
+// within the range of each span in turn, for the projects the spans
+// before did not find.
+func (h *History) nearestSnapshots(ctx context.Context, projects []int64, spans []uint32, within func(span uint32) string, agg string) (map[int64]uint32, error) {
 	out := map[int64]uint32{}
 	left := projects
-	for _, span := range probeSpans {
+	for _, span := range spans {
 		if len(left) == 0 {
 			break
 		}
-		pt, err := chconn.ProjectsExt("following", left)
+		pt, err := chconn.ProjectsExt("nearest", left)
 		if err != nil {
 			return nil, err
 		}
-		q := fmt.Sprintf("SELECT project_id, toUInt32(min(snapshot_at)) FROM %s WHERE %s AND snapshot_at > %s%s GROUP BY project_id",
-			h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "following"), chconn.DateTime(t), spanEnd(t, span))
+		q := fmt.Sprintf("SELECT project_id, toUInt32(%s(snapshot_at)) FROM %s WHERE %s AND %s GROUP BY project_id",
+			agg, h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "nearest"), within(span))
 		found, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
 		if err != nil {
-			return nil, fmt.Errorf("read projects' next snapshots: %w", err)
+			return nil, err
 		}
 		maps.Copy(out, found)
 		left = slices.DeleteFunc(slices.Clone(left), func(p int64) bool { _, ok := out[p]; return ok })
