@@ -117,8 +117,8 @@ type ResortReport struct {
 
 // ResortStep runs one bounded step of the move of message_read_snapshots
 // onto its sort key (see above), under the migration lock, and says what
-// it did; a process that finds the lock held leaves the step to its
-// holder (Wait). The schema must be current.
+// it did; a process that finds the lock held waits for its holder. The
+// schema must be current.
 func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (ResortReport, error) {
 	if c.Names().Clustered() {
 		return ResortReport{Done: true}, nil
@@ -129,13 +129,10 @@ func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (Resort
 	if s, err := r.state(ctx); err != nil || s.done() {
 		return ResortReport{Done: err == nil}, c.Redact(err)
 	}
-	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	lock, err := lockMigrations(lctx, c)
-	cancel()
+	// Wait for the lock as long as ctx allows: a process that died holding
+	// it leaves it to be taken over after its lease, by a waiter.
+	lock, err := lockMigrations(ctx, c)
 	if err != nil {
-		if ctx.Err() == nil && lctx.Err() != nil {
-			return ResortReport{Wait: time.Minute}, nil // another process migrates or moves
-		}
 		return ResortReport{}, c.Redact(err)
 	}
 	defer lock.release(context.WithoutCancel(ctx))
