@@ -58,7 +58,12 @@ func (n Names) QuotedDatabase() string { return QuoteIdent(n.db) }
 func (n Names) Table(name string) string { return QuoteIdent(n.db) + "." + QuoteIdent(name) }
 
 // LocalName is the name of the table that holds a data table's rows on
-// each host: <name>_local in cluster mode, name itself otherwise.
+// each host: <name>_local in cluster mode, name itself otherwise. One
+// exception: in a cluster database that package schema moved onto the
+// snapshot table's new sort key, message_read_snapshots reads
+// message_read_snapshots_resorted_local (schema's resort.go says why); a
+// statement that must act on those rows after the move reads the name
+// from the Distributed table.
 func (n Names) LocalName(name string) string {
 	if n.Clustered() {
 		return name + "_local"

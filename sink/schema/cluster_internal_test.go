@@ -59,6 +59,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_day_gain_rollup": "Distributed", "project_read_gains": "View", "project_read_daily_gains": "View",
 				"snapshot_schedules_local": "ReplicatedReplacingMergeTree", "snapshot_schedules": "Distributed",
 				"reconciles_local": "ReplicatedMergeTree", "reconciles": "Distributed",
+				"snapshot_resorts_local": "ReplicatedMergeTree", "snapshot_resorts": "Distributed",
 			}
 			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable) {
 				want[r.name+"_local"] = "Replicated" + r.layout.engine.name

@@ -31,15 +31,23 @@ import (
 //     rows written meanwhile copied again from what the change log says
 //     was written around the setup and the swap.
 //
+// In cluster mode the tables that hold the rows are replicated
+// <name>_local tables, which 18.16 cannot rename: their ZooKeeper path
+// names them. There the copy is message_read_snapshots_resorted_local,
+// behind a Distributed table of its own, and keeps that name: the swap
+// renames the Distributed tables instead, once the materialized views
+// that fill the rollups and the change log read the copy (18.16 can
+// neither rename a materialized view nor chain one into another, so each
+// is dropped and created again; a swap log, filled by a view of its own
+// meanwhile, records what the old table took in between, and the finish
+// copies it again).
+//
 // A row copied twice (by the view and by a step, or by a step run again)
 // is the same row twice: ReplacingMergeTree keeps one, and every reader
 // takes a snapshot's newest version. The materialized views of the
 // rollups and change logs stay on the table's name: no row written through
 // it misses them. The table as earlier releases sorted it is kept as
 // presortSnapshots for the operator to drop.
-//
-// In cluster mode the move does not run: 18.16 cannot rename a replicated
-// table whose ZooKeeper path names it.
 
 // Names of the move's tables.
 const (
@@ -50,6 +58,10 @@ const (
 	resortView       = "message_read_snapshots_resort_mv"
 	// Resorts records the move's steps.
 	Resorts = "snapshot_resorts"
+	// swapLog records, in cluster mode, the project snapshots the old
+	// table takes while the swap points the views at the copy.
+	swapLog     = "snapshot_resort_swaps"
+	swapLogView = "snapshot_resort_swaps_mv"
 )
 
 // resortKey is the snapshot table's sort key as system.tables writes it.
@@ -87,20 +99,18 @@ var resortsTable = tableDef{name: Resorts, columns: []columnDef{
 	{"at", "DateTime"}, {"phase", "String"}, {"partition", "String"}, {"last_project", "Int64"}, {"rows", "UInt64"},
 }, layout: layout{engine: engine{name: "MergeTree"}, orderBy: "at", shardBy: "toUInt32(at)"}}
 
+// swapLogTable is the swap log's table (see above).
+var swapLogTable = tableDef{name: swapLog, columns: []columnDef{{"project_id", "Int64"}, {"snapshot_at", "DateTime"}},
+	layout: layout{engine: engine{name: "MergeTree"}, orderBy: "(project_id, snapshot_at)", shardBy: "project_id"}}
+
 // resortDDL is what migration 9 creates: the record of the move's steps.
 // The copy and its view are created by the move's first step, once the
 // server has room for them.
-func resortDDL(d ddl) []string {
-	if d.Clustered() {
-		return nil
-	}
-	return d.createTable(resortsTable)
-}
+func resortDDL(d ddl) []string { return d.createTable(resortsTable) }
 
 // ResortReport says what a step of the move did.
 type ResortReport struct {
-	// Done says that nothing is left to move (or, in cluster mode, that
-	// the move does not run).
+	// Done says that nothing is left to move.
 	Done bool
 	// Wait, when positive, is how long to wait before the next step.
 	Wait time.Duration
@@ -120,9 +130,6 @@ type ResortReport struct {
 // it did; a process that finds the lock held waits for its holder. The
 // schema must be current.
 func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (ResortReport, error) {
-	if c.Names().Clustered() {
-		return ResortReport{Done: true}, nil
-	}
 	r := resorter{c: c, d: ddl{c.Names()}, opts: opts}
 	// Most starts find nothing to move: they say so having only read, as
 	// a start with the schema current issues no DDL.
@@ -168,29 +175,43 @@ func (s resortState) done() bool {
 
 func (r resorter) state(ctx context.Context) (resortState, error) {
 	var s resortState
-	q := "SELECT name, sorting_key FROM system.tables WHERE database = ? AND name IN (?, ?, ?)"
-	rows, err := r.c.Query(ctx, q, r.d.Database(), SnapshotsTable.name, resortedSnapshots, PresortSnapshots)
+	names := []string{SnapshotsTable.name, resortedSnapshots, PresortSnapshots}
+	if r.d.Clustered() {
+		names = append(names, r.d.LocalName(SnapshotsTable.name), r.d.LocalName(resortedSnapshots))
+	}
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = chconn.QuoteString(n)
+	}
+	q := "SELECT name, sorting_key, engine_full FROM system.tables WHERE database = ? AND name IN (" + strings.Join(quoted, ", ") + ")"
+	rows, err := r.c.Query(ctx, q, r.d.Database())
 	if err != nil {
 		return s, fmt.Errorf("read the snapshot tables: %w", err)
 	}
+	keys, engines := map[string]string{}, map[string]string{}
 	for rows.Next() {
-		var name, key string
-		if err := rows.Scan(&name, &key); err != nil {
+		var name, key, engine string
+		if err := rows.Scan(&name, &key, &engine); err != nil {
 			rows.Close()
 			return s, err
 		}
-		switch name {
-		case SnapshotsTable.name:
-			s.snapshots, s.key = true, key
-		case resortedSnapshots:
-			s.resorted = true
-		case PresortSnapshots:
-			s.presort = true
-		}
+		keys[name], engines[name] = key, engine
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return s, err
+	}
+	_, s.snapshots = keys[SnapshotsTable.name]
+	_, s.resorted = keys[resortedSnapshots]
+	_, s.presort = keys[PresortSnapshots]
+	s.key = keys[SnapshotsTable.name]
+	if r.d.Clustered() {
+		// The key is the local table's that the Distributed one reads.
+		local := r.d.LocalName(SnapshotsTable.name)
+		if strings.Contains(engines[SnapshotsTable.name], r.d.LocalName(resortedSnapshots)) {
+			local = r.d.LocalName(resortedSnapshots)
+		}
+		s.key = keys[local]
 	}
 	q = "SELECT toUInt32(minIf(at, phase = 'setup')), toUInt32(minIf(at, phase = 'swap')), toUInt32(maxIf(at, phase = 'swapped')) FROM " + r.d.Table(Resorts)
 	if err := r.c.QueryRow(ctx, q).Scan(&s.setupAt, &s.swapAt, &s.swapped); err != nil {
@@ -207,7 +228,7 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 	switch {
 	case !s.snapshots && s.resorted && s.presort:
 		// Killed between the two renames of a swap: finish it.
-		if err := r.exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s", r.d.Table(resortedSnapshots), r.d.Table(SnapshotsTable.name))); err != nil {
+		if err := r.exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", r.d.Table(resortedSnapshots), r.d.Table(SnapshotsTable.name), r.d.OnCluster())); err != nil {
 			return ResortReport{}, err
 		}
 		return r.finish(ctx, s)
@@ -281,13 +302,16 @@ func (r resorter) setup(ctx context.Context) (ResortReport, error) {
 	}
 	if server.DedupTokens() {
 		// As migration 4 set it on the table the copy replaces.
-		q := fmt.Sprintf("ALTER TABLE %s MODIFY SETTING %s = %d", r.d.Table(resortedSnapshots), chconn.SettingDedupWindow, dedupWindow)
+		q := fmt.Sprintf("ALTER TABLE %s%s MODIFY SETTING %s = %d", r.d.Local(resortedSnapshots), r.d.OnCluster(), chconn.SettingDedupWindow, dedupWindow)
 		if err := r.exec(ctx, q); err != nil {
 			return ResortReport{}, err
 		}
 	}
 	cols := SnapshotsTable.ColumnList()
-	q := fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s TO %s AS\nSELECT %s FROM %s", r.d.Table(resortView), r.d.Table(resortedSnapshots), cols, r.d.Table(SnapshotsTable.name))
+	// In cluster mode each host's view copies the rows its local table
+	// takes into its local copy, which replicates them.
+	q := fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\nSELECT %s FROM %s",
+		r.d.Table(resortView), r.d.OnCluster(), r.d.Local(resortedSnapshots), cols, r.d.Local(SnapshotsTable.name))
 	if err := r.exec(ctx, q); err != nil {
 		return ResortReport{}, err
 	}
@@ -302,10 +326,12 @@ func (r resorter) setup(ctx context.Context) (ResortReport, error) {
 // (system.disks; 18.16 has no such table, and the move goes on).
 func (r resorter) checkRoom(ctx context.Context) error {
 	var need uint64
+	// In cluster mode, what this host holds of it: a shard's share.
 	q := "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = ? AND table = ?"
-	if err := r.c.QueryRow(ctx, q, r.d.Database(), SnapshotsTable.name).Scan(&need); err != nil {
+	local := r.d.LocalName(SnapshotsTable.name)
+	if err := r.c.QueryRow(ctx, q, r.d.Database(), local).Scan(&need); err != nil {
 		// 18.16 names the column bytes.
-		if err := r.c.QueryRow(ctx, strings.Replace(q, "bytes_on_disk", "bytes", 1), r.d.Database(), SnapshotsTable.name).Scan(&need); err != nil {
+		if err := r.c.QueryRow(ctx, strings.Replace(q, "bytes_on_disk", "bytes", 1), r.d.Database(), local).Scan(&need); err != nil {
 			return fmt.Errorf("move %s to its sort key: read its size: %w", SnapshotsTable.name, err)
 		}
 	}
@@ -330,7 +356,13 @@ func (r resorter) checkRoom(ctx context.Context) error {
 // copying, in order.
 func (r resorter) partitionsLeft(ctx context.Context) ([]string, error) {
 	q := "SELECT DISTINCT partition FROM system.parts WHERE active AND database = ? AND table = ? ORDER BY partition"
-	all, err := chconn.QueryColumn[string](ctx, r.c, q, r.d.Database(), SnapshotsTable.name)
+	args := []any{r.d.Database(), SnapshotsTable.name}
+	if r.d.Clustered() {
+		// A host's parts are its shard's: the snapshot rollup has a row
+		// per project snapshot of every shard.
+		q, args = "SELECT DISTINCT toString(toYYYYMM(snapshot_at)) AS partition FROM "+r.d.Table(SnapshotRollup)+" ORDER BY partition", nil
+	}
+	all, err := chconn.QueryColumn[string](ctx, r.c, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("move %s to its sort key: its partitions: %w", SnapshotsTable.name, err)
 	}
@@ -428,6 +460,9 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 	if err := r.record(ctx, "swap", "", 0, 0); err != nil {
 		return ResortReport{}, err
 	}
+	if r.d.Clustered() {
+		return r.swapDistributed(ctx)
+	}
 	if err := r.exec(ctx, "DROP TABLE IF EXISTS "+r.d.Table(resortView)); err != nil {
 		return ResortReport{}, err
 	}
@@ -453,6 +488,40 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 	return r.finish(ctx, s)
 }
 
+// snapshotViews are the rollups and the change log that materialized
+// views fill from every INSERT into message_read_snapshots, each view
+// named for its table with _mv.
+func snapshotViews() []rollupTable {
+	return append(rollupTables(), snapshotChangesTable, firstRollupTable)
+}
+
+// swapDistributed is the swap in cluster mode (see above): the swap log
+// and its view on the old local table, each view of snapshotViews made
+// again on the copy, then the Distributed tables renamed. Run again after
+// a kill, each statement finds what it made or makes it again.
+func (r resorter) swapDistributed(ctx context.Context) (ResortReport, error) {
+	stmts := r.d.createTable(swapLogTable)
+	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\nSELECT project_id, snapshot_at FROM %s",
+		r.d.Table(swapLogView), r.d.OnCluster(), r.d.Local(swapLog), r.d.Local(SnapshotsTable.name)))
+	for _, v := range snapshotViews() {
+		mv := r.d.Table(v.name + "_mv")
+		stmts = append(stmts, "DROP TABLE IF EXISTS "+mv+r.d.OnCluster(),
+			fmt.Sprintf("CREATE MATERIALIZED VIEW %s%s TO %s AS\n%s", mv, r.d.OnCluster(), r.d.Local(v.name), v.selectFrom(r.d.Local(resortedSnapshots), "")))
+	}
+	snapshots, resorted, presort := r.d.Table(SnapshotsTable.name), r.d.Table(resortedSnapshots), r.d.Table(PresortSnapshots)
+	stmts = append(stmts, fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s%s", snapshots, presort, resorted, snapshots, r.d.OnCluster()))
+	for _, q := range stmts {
+		if err := r.exec(ctx, q); err != nil {
+			return ResortReport{}, err
+		}
+	}
+	s, err := r.state(ctx)
+	if err != nil {
+		return ResortReport{}, err
+	}
+	return r.finish(ctx, s)
+}
+
 // finish copies into the moved table, from the table it replaced, the
 // project snapshots the change log records as written around the setup
 // (INSERTs that began before the view existed) and since the swap
@@ -460,14 +529,41 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 // done.
 func (r resorter) finish(ctx context.Context, s resortState) (ResortReport, error) {
 	const margin = 60
+	in := "IN"
+	if r.d.Clustered() {
+		// The old table takes no more rows once the Distributed tables
+		// are renamed.
+		for _, v := range []string{resortView, swapLogView} {
+			if err := r.exec(ctx, "DROP TABLE IF EXISTS "+r.d.Table(v)+r.d.OnCluster()); err != nil {
+				return ResortReport{}, err
+			}
+		}
+		in = "GLOBAL IN" // the subqueries read Distributed tables
+	}
 	cols := SnapshotsTable.ColumnList()
-	changed := fmt.Sprintf("SELECT project_id, snapshot_at FROM %s WHERE (changed_at >= %s AND changed_at <= %s) OR changed_at >= %s",
+	changed := []string{fmt.Sprintf("SELECT project_id, snapshot_at FROM %s WHERE (changed_at >= %s AND changed_at <= %s) OR changed_at >= %s",
 		r.d.Table(SnapshotChanges), chconn.DateTime(s.setupAt-min(s.setupAt, margin)), chconn.DateTime(s.setupAt+r.opts.settle()),
-		chconn.DateTime(s.swapAt-min(s.swapAt, margin)))
-	q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE (project_id, snapshot_at) IN (%s)",
-		r.d.Table(SnapshotsTable.name), cols, cols, r.d.Table(PresortSnapshots), changed)
-	if err := r.c.Exec(r.c.SyncInserts(ctx), q); err != nil {
-		return ResortReport{}, fmt.Errorf("move %s to its sort key: copy the rows written during the swap: %w", SnapshotsTable.name, err)
+		chconn.DateTime(s.swapAt-min(s.swapAt, margin)))}
+	logged, err := chconn.QueryColumn[string](ctx, r.c, "SELECT name FROM system.tables WHERE database = ? AND name = ?", r.d.Database(), swapLog)
+	if err != nil {
+		return ResortReport{}, fmt.Errorf("move %s to its sort key: find the swap log: %w", SnapshotsTable.name, err)
+	}
+	if len(logged) > 0 {
+		changed = append(changed, "SELECT project_id, snapshot_at FROM "+r.d.Table(swapLog))
+	}
+	for _, c := range changed {
+		q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE (project_id, snapshot_at) %s (%s)",
+			r.d.Table(SnapshotsTable.name), cols, cols, r.d.Table(PresortSnapshots), in, c)
+		if err := r.c.Exec(r.c.SyncInserts(ctx), q); err != nil {
+			return ResortReport{}, fmt.Errorf("move %s to its sort key: copy the rows written during the swap: %w", SnapshotsTable.name, err)
+		}
+	}
+	if r.d.Clustered() {
+		for _, t := range []string{r.d.Table(swapLog), r.d.Local(swapLog)} {
+			if err := r.exec(ctx, "DROP TABLE IF EXISTS "+t+r.d.OnCluster()); err != nil {
+				return ResortReport{}, err
+			}
+		}
 	}
 	if err := r.record(ctx, "swapped", "", 0, 0); err != nil {
 		return ResortReport{}, err
