@@ -71,6 +71,7 @@ func backlogFixture(t *testing.T, spec string) *fixture {
 // passes, every tick of the schedule runs and is recorded ok, no step
 // fails, and after it every view equals its brute force.
 func TestDaemonDrainsABacklogWhileEveryTickRuns(t *testing.T) {
+	t.Parallel()
 	f := backlogFixture(t, "@every 5s")
 	d := f.StartReadsync(t)
 	var oks uint64
@@ -136,6 +137,7 @@ FROM {db}.sync_runs WHERE schedule = 'fast' AND trigger = 'cron'`, &ticks, &notO
 // resumes from the last step recorded and completes, and every view then
 // equals its brute force.
 func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
+	t.Parallel()
 	// Passes far apart: the catch-up is what runs.
 	f := backlogFixture(t, "@every 1h")
 	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {

@@ -90,6 +90,7 @@ var localTables = []string{"projects_local", "messages_local", "message_read_sna
 // on two shards; on a cluster, every node reads all of them back through
 // the Distributed tables and the views.
 func TestBackfillAcrossTopologies(t *testing.T) {
+	t.Parallel()
 	projects := append(goldenProjects(), apitest.Generate(12, 4, 3)...)
 	names := apptest.NamesOf(projects)
 	passes := func(t *testing.T, f *fixture) {
@@ -138,6 +139,7 @@ func TestBackfillAcrossTopologies(t *testing.T) {
 // spooling (a current schema issues no ON CLUSTER DDL, which would wait for
 // the stopped host), and the replica catches up once it is back.
 func TestReplicaDownDuringPass(t *testing.T) {
+	t.Parallel()
 	c := sinktest.NewCluster(t, sinktest.Replicated, sinktest.Exclusive())
 	projects := apitest.Generate(40, 4, 11)
 	names := apptest.NamesOf(projects)
@@ -201,6 +203,7 @@ func TestReplicaDownDuringPass(t *testing.T) {
 // --check on a cluster reaches every host and reports the schema version,
 // changing nothing; --migrate then creates the schema on every host.
 func TestCheckOnCluster(t *testing.T) {
+	t.Parallel()
 	c := sinktest.NewCluster(t, sinktest.Replicated)
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	f.onCluster(c)

@@ -30,6 +30,7 @@ const envCrashSeed = "READSYNC_TEST_CRASH_SEED"
 // (chDB's build of the current release), readsync reaches it through a
 // proxy that hangs up in the client's place.
 func TestCrashCampaign(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv(envCrashSeed); s != "" {
 		var err error

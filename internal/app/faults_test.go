@@ -371,6 +371,7 @@ func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 // name as failed, and the next backfill, with the upstream back, writes
 // every name.
 func TestBackfillThroughAnUpstreamOutage(t *testing.T) {
+	t.Parallel()
 	const names = 5000
 	projects := apitest.Generate(names, 1, 41)
 	f := newFixture(t, apptest.NamesOf(projects))

@@ -110,6 +110,7 @@ func TestUnknownCluster(t *testing.T) {
 // each partition of the history, the others wait and find the schema
 // current; every view then equals its brute force.
 func TestProcessesStartingTogetherMigrateOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, []string{"p.eth"}, apitest.WithProjects(apitest.Project{ID: 1, NFT: "p.eth"}))
 	ctx := sinktest.PreviousRelease(context.Background(), t, f.DB.Conn)
 	// 0.1.0's schema, from its statements, and three months of

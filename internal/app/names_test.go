@@ -72,6 +72,7 @@ func (f *fixture) namesAt(schedule string) (tick uint32, names []string) {
 // removed is not. When the file disappears and the query fails, the
 // passes run on the last list, saying so; every tick is recorded ok.
 func TestDaemonResolvesNamesAtEveryPass(t *testing.T) {
+	t.Parallel()
 	f, table := namesFixture(t)
 	dir := f.writeNamesSchedules(t, fmt.Sprintf(`schedules:
   - name: fast
@@ -184,6 +185,7 @@ func TestTicksWithoutNames(t *testing.T) {
 // Three pods share a schedule whose 10 000 names a query gives: at a
 // tick, each name is fetched exactly once among them.
 func TestPodsShareAQuerysNames(t *testing.T) {
+	t.Parallel()
 	projects := apitest.Generate(10_000, 1, 30)
 	f := newFixture(t, apptest.NamesOf(projects), apitest.WithProjects(projects...))
 	table := f.DB.Table("tracked")

@@ -17,6 +17,7 @@ import (
 // with exit 2, naming the variable, the address and the port to use;
 // --check says so on its ClickHouse line.
 func TestDSNOnTheHTTPPortExits2(t *testing.T) {
+	t.Parallel()
 	httpPort := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(httpPort.Close)
 	addr := httpPort.Listener.Addr().String()

@@ -42,6 +42,7 @@ type scalingRoute struct {
 // k8s.io/api types, authorized by the rendered Role) before each pass, and
 // none is restarted by a change, since the count is not in the template.
 func TestStatefulSetScalingFetchesEveryNameOnce(t *testing.T) {
+	t.Parallel()
 	projects := apitest.Generate(50, 1, 5)
 	names := apptest.NamesOf(projects)
 	srv := deploytest.NewUpstream(t, projects)

@@ -30,6 +30,7 @@ type costs struct{ pass, step uint64 }
 // read over 2 000, as the server counts them (whole granules), and every
 // view equals its brute force after.
 func TestPassReadsFollowTheChange(t *testing.T) {
+	t.Parallel()
 	shallow := measurePass(t, 2000)
 	deep := measurePass(t, 8000)
 	t.Logf("rows read at 2 000 snapshots a message: pass %d, reconcile step %d; at 8 000: pass %d, step %d",

@@ -57,6 +57,7 @@ func snapshotRows(t *testing.T, db *sinktest.DB, table string) []string {
 // every row it held and every row written meanwhile, under the new key,
 // and every view equals its brute force.
 func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
+	t.Parallel()
 	db := sinktest.New(t)
 	createPreviousSnapshots(t, db)
 	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(schema.ResortOptions{Settle: time.Second, StepRows: 40})}

@@ -14,6 +14,7 @@ import (
 // messages in its text, which the server caps (max_query_size). Every
 // view then has every project, and equals its brute force.
 func TestBatchShapes(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name               string
 		projects, messages int
@@ -22,6 +23,7 @@ func TestBatchShapes(t *testing.T) {
 		{"one project of 300 000 messages", 1, 300_000},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ch, db := openTestSink(t)
 			ctx := context.Background()
 			at := sink.TimeOf(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
