@@ -89,10 +89,36 @@ func (c *Client) retry(ctx context.Context, op string, attempt func() error, log
 		err = fmt.Errorf("%w; last attempt: %w", err, last)
 	}
 	if attempts > 1 {
-		return fmt.Errorf("after %d attempts: %w", attempts, err)
+		return &AttemptsError{Attempts: attempts, Err: err}
 	}
 	return err
 }
+
+// AttemptsError is a request's failure after more than one attempt: Err
+// is what the last attempt met.
+type AttemptsError struct {
+	Attempts int
+	Err      error
+}
+
+func (e *AttemptsError) Error() string { return fmt.Sprintf("after %d attempts: %v", e.Attempts, e.Err) }
+func (e *AttemptsError) Unwrap() error { return e.Err }
+
+// Attempts returns how many requests the failure err took: 1 unless an
+// AttemptsError in its chain says more.
+func Attempts(err error) int {
+	var a *AttemptsError
+	if errors.As(err, &a) {
+		return a.Attempts
+	}
+	return 1
+}
+
+// Outcome classes a request's error as the request metrics label it: ok,
+// http_429, http_5xx, http_4xx, envelope, too_large, timeout, canceled,
+// network or invalid_body. An error the caller's own callback raised is
+// ok: the request itself succeeded.
+func Outcome(err error) string { return outcome(err) }
 
 // retryAfterError carries the server's requested wait to the backoff
 // library while keeping the cause in the chain.

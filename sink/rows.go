@@ -78,6 +78,32 @@ type Run struct {
 	Shard string `json:"shard"`
 }
 
+// NameFailure is one row of name_failures: an nft name that a pass asked
+// for and did not read, and why.
+// Its schedule is its batch's.
+type NameFailure struct {
+	RunID      string    `json:"run_id"`
+	SnapshotAt time.Time `json:"snapshot_at"`
+	Shard      string    `json:"shard"`
+	NFT        string    `json:"nft"`
+	// Stage is the request that failed: "details" or "list".
+	Stage string `json:"stage"`
+	// Kind is the cause's class (see package sync's FailureKind).
+	Kind string `json:"kind"`
+	// HTTPStatus is the status of the last answer, 0 when there was none.
+	HTTPStatus uint16 `json:"http_status"`
+	// Attempts counts the requests made of the failing stage.
+	Attempts uint32 `json:"attempts"`
+	Error    string `json:"error"`
+}
+
+// NameSuccess is one row of name_successes: an nft name that a pass read.
+// Its schedule is its batch's.
+type NameSuccess struct {
+	NFT        string    `json:"nft"`
+	SnapshotAt time.Time `json:"snapshot_at"`
+}
+
 // Writer is where rows and run records are written: ClickHouse, or JSON
 // lines for a dry run. A pass writes to one, and the spool replays into
 // one what it kept.
@@ -112,10 +138,19 @@ type Batch struct {
 	// a backfill: reads gained count the ticks of the schedule that gave
 	// a project no snapshot. Spool entries of earlier releases have none.
 	Schedule string `json:",omitempty"`
+	// NameFailures and NameSuccesses record how each name of the batch's
+	// pass fared, written and spooled with its rows. Spool entries of
+	// earlier releases have none.
+	NameFailures  []NameFailure `json:",omitempty"`
+	NameSuccesses []NameSuccess `json:",omitempty"`
 }
 
-// Len is the number of rows in the batch.
+// Len is the number of data rows in the batch: projects, messages and
+// snapshots (the names' outcomes are counted by Outcomes).
 func (b *Batch) Len() int { return len(b.Projects) + len(b.Messages) + len(b.Snapshots) }
+
+// Outcomes is the number of name outcome rows in the batch.
+func (b *Batch) Outcomes() int { return len(b.NameFailures) + len(b.NameSuccesses) }
 
 // Bytes estimates the memory the batch's rows hold: each row's own size
 // and the text of its strings.
@@ -125,6 +160,14 @@ func (b *Batch) Bytes() int {
 	for i := range b.Projects {
 		p := &b.Projects[i]
 		n += len(p.NFT) + len(p.Name) + len(p.Description) + len(p.Logo) + len(p.WalletAddress) + len(p.Raw)
+	}
+	n += len(b.NameFailures)*int(unsafe.Sizeof(NameFailure{})) + len(b.NameSuccesses)*int(unsafe.Sizeof(NameSuccess{}))
+	for i := range b.NameFailures {
+		f := &b.NameFailures[i]
+		n += len(f.RunID) + len(f.Shard) + len(f.NFT) + len(f.Stage) + len(f.Kind) + len(f.Error)
+	}
+	for i := range b.NameSuccesses {
+		n += len(b.NameSuccesses[i].NFT)
 	}
 	for i := range b.Messages {
 		m := &b.Messages[i]
@@ -141,4 +184,6 @@ func (b *Batch) Reset() {
 	b.Projects = b.Projects[:0]
 	b.Messages = b.Messages[:0]
 	b.Snapshots = b.Snapshots[:0]
+	b.NameFailures = b.NameFailures[:0]
+	b.NameSuccesses = b.NameSuccesses[:0]
 }

@@ -252,6 +252,7 @@ func (s *Syncer) Run(ctx context.Context, p Pass) (Report, error) {
 
 	st := s.newStore(log)
 	w := newWriter(ctx, st, s.cfg.BatchRows, s.cfg.BatchBytes, s.cfg.BatchTimeout, p.Schedule, log)
+	w.pass = passInfo{runID: runID, snapshotAt: snapshotAt, shard: p.Shard}
 	var flusher gosync.WaitGroup
 	flusher.Go(w.run)
 	s.fetchAll(ctx, names, snapshotAt, w, p.Progress, log)
@@ -345,6 +346,7 @@ func (s *Syncer) fetchAll(ctx context.Context, names []string, snapshotAt time.T
 					w.fail(name, err)
 					failed.Add(1)
 				}
+				w.recordOutcome(name, err)
 				d := done.Add(1)
 				if progress != nil {
 					progress(Progress{NamesTotal: len(names), NamesDone: int(d), NamesFailed: int(failed.Load()), Rows: w.fetched.Load()})
@@ -371,7 +373,7 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	start := s.cfg.Now()
 	p, err := s.cfg.Source.ProjectDetails(ctx, nft)
 	if err != nil {
-		return err
+		return &stageError{StageDetails, err}
 	}
 	b := newRowBuilder(s.cfg.Location, snapshotAt, start, s.nextVersion())
 	st.begin(nft)
@@ -397,7 +399,7 @@ func (s *Syncer) fetchName(ctx context.Context, nft string, snapshotAt time.Time
 	})
 	if err != nil {
 		st.abort()
-		return err
+		return &stageError{StageList, err}
 	}
 	if p.NFT != nft {
 		log.Warn("project nft differs from the name asked for", "project_nft", p.NFT)

@@ -229,6 +229,8 @@ type writer struct {
 	timeout time.Duration
 	// schedule is the pass's, which every batch carries (sink.Batch).
 	schedule string
+	// pass is what the rows of the names' outcomes say of the pass.
+	pass passInfo
 	log      *slog.Logger
 
 	// committing is held for reading while a name's rows join the batch,
@@ -290,7 +292,7 @@ func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	w.fetched.Add(int64(rows.Len()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.batch.Len() == 0 {
+	if w.batch.Len()+w.batch.Outcomes() == 0 {
 		w.started = time.Now()
 	}
 	w.batch.Projects = append(w.batch.Projects, rows.Projects...)
@@ -299,9 +301,39 @@ func (w *writer) add(nft string, rows *sink.Batch, held int) {
 	w.names[nft] = struct{}{}
 	w.held = max(w.held+held, 0) // a hand-off in between forgot them
 	w.bytes += rows.Bytes()
+	w.handOffWhenFull()
+}
+
+// handOffWhenFull hands the batch over when it holds its limit of data
+// rows or of bytes: the names' outcome rows, small, count by their bytes
+// only, so that they leave the batches of data rows as they were. The
+// caller holds mu.
+func (w *writer) handOffWhenFull() {
 	if w.batch.Len()+w.held >= w.limit || w.bytes >= w.byteLimit {
 		w.handOff()
 	}
+}
+
+// recordOutcome adds the row of the name nft's outcome in the pass to the
+// batch: a failure with err, or a success when err is nil. It joins the
+// batch after the name's rows, so that a success is never recorded
+// without them.
+func (w *writer) recordOutcome(nft string, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.batch.Len()+w.batch.Outcomes() == 0 {
+		w.started = time.Now()
+	}
+	var row sink.Batch
+	if err != nil {
+		row.NameFailures = []sink.NameFailure{failureRow(w.pass, nft, err)}
+	} else {
+		row.NameSuccesses = []sink.NameSuccess{{NFT: nft, SnapshotAt: w.pass.snapshotAt}}
+	}
+	w.batch.NameFailures = append(w.batch.NameFailures, row.NameFailures...)
+	w.batch.NameSuccesses = append(w.batch.NameSuccesses, row.NameSuccesses...)
+	w.bytes += row.Bytes()
+	w.handOffWhenFull()
 }
 
 // handOff queues the current batch for writing, waiting until the flusher
@@ -339,7 +371,7 @@ func (w *writer) takeDue() (fullBatch, bool) {
 		return fullBatch{}, false
 	}
 	defer w.mu.Unlock()
-	if w.batch.Len() == 0 || time.Since(w.started) < w.timeout {
+	if w.batch.Len()+w.batch.Outcomes() == 0 || time.Since(w.started) < w.timeout {
 		return fullBatch{}, false
 	}
 	return w.take(), true
@@ -350,7 +382,7 @@ func (w *writer) takeDue() (fullBatch, bool) {
 func (w *writer) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.batch.Len() > 0 {
+	if w.batch.Len()+w.batch.Outcomes() > 0 {
 		w.handOff()
 	}
 	close(w.full)

@@ -30,6 +30,12 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := chconn.Insert(ctx, c.conn, schema.SnapshotsTable, b, b.Snapshots); err != nil {
 		return err
 	}
+	if err := chconn.Insert(ctx, c.conn, schema.NameFailuresTable, b, b.NameFailures); err != nil {
+		return err
+	}
+	if err := chconn.Insert(ctx, c.conn, schema.NameSuccessesTable, b, b.NameSuccesses); err != nil {
+		return err
+	}
 	if err := c.history.Refresh(ctx, b.Snapshots); err != nil {
 		c.conn.Log().Warn("derived rows not refreshed after a write; the next reconcile refreshes them", "snapshot_rows", len(b.Snapshots), "err", err)
 	}

@@ -123,5 +123,9 @@ func migrations() []migration {
 		// which runs in the background, in bounded steps, while passes
 		// go on (resort.go).
 		{id: 9, name: "snapshots sorted by project snapshot", sql: resortDDL},
+		// Each name's health where operators look: the names a pass did
+		// not read and why, the names it read, and the view of both
+		// (namehealth.go).
+		{id: 10, name: "name health", sql: nameHealthDDL},
 	}
 }

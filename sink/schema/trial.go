@@ -48,7 +48,7 @@ func TryMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder) error
 // that users query: a view an earlier release created, which this server
 // no longer accepts, fails it.
 func CheckViews(ctx context.Context, c *chconn.Conn) error {
-	for _, v := range Views() {
+	for _, v := range append(Views(), NameHealthView) {
 		rows, err := c.Query(ctx, "SELECT * FROM "+c.Names().Table(v)+" LIMIT 0")
 		if err == nil {
 			err = rows.Close()

@@ -82,7 +82,7 @@ func Views() []string {
 func currentViews(d ddl) []view {
 	v := rollupViews(d)
 	v[2] = view{SnapshotView, snapshotsFromGains(d)}
-	return append(append(v, gainsViews(d)...), view{CoverageView, scheduleCoverage(d)})
+	return append(append(v, gainsViews(d)...), view{CoverageView, scheduleCoverage(d)}, view{NameHealthView, nameHealth(d)})
 }
 
 // RewriteView returns the statements that write the view name again from

@@ -1,0 +1,100 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
+)
+
+// NameHealth is a row of the view name_health: how a name of a schedule
+// fared in the passes that asked for it.
+type NameHealth struct {
+	Schedule string `json:"schedule"`
+	NFT      string `json:"nft"`
+	// LastSuccessAt is the epoch when no pass read the name.
+	LastSuccessAt  time.Time `json:"last_success_at"`
+	LastFailureAt  time.Time `json:"last_failure_at"`
+	LastErrorKind  string    `json:"last_error_kind"`
+	LastError      string    `json:"last_error"`
+	LastHTTPStatus uint16    `json:"last_http_status"`
+	Failures24h    uint64    `json:"failures_24h"`
+	// FailingPasses counts the passes in a row that failed to read the
+	// name, 0 when the last one read it.
+	FailingPasses uint64 `json:"failing_passes"`
+}
+
+// FailingNames calls each with the rows of name_health whose names are
+// failing (failing_passes > 0), of the schedule when it is set, those
+// failing the most passes in a row first.
+//
+// It changes nothing, so it does not migrate either: a schema with the
+// view's migration pending is an error that says so.
+func (c *ClickHouse) FailingNames(ctx context.Context, schedule *string, each func(NameHealth) error) error {
+	v, err := c.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if !v.Current() {
+		return fmt.Errorf("database %q is at schema version %d, with migrations pending (%s): apply them first (readsync --migrate)",
+			c.Database(), v.Applied, strings.Join(v.Pending, ", "))
+	}
+	where := "failing_passes > 0"
+	if schedule != nil {
+		where += " AND schedule = " + chconn.QuoteString(*schedule)
+	}
+	q := fmt.Sprintf(`SELECT schedule, nft, last_success_at, last_failure_at, last_error_kind, last_error, last_http_status, failures_24h, failing_passes
+FROM %s WHERE %s ORDER BY failing_passes DESC, schedule, nft`, c.conn.Names().Table(schema.NameHealthView), where)
+	err = chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
+		var h NameHealth
+		if err := rows.Scan(&h.Schedule, &h.NFT, &h.LastSuccessAt, &h.LastFailureAt, &h.LastErrorKind, &h.LastError, &h.LastHTTPStatus, &h.Failures24h, &h.FailingPasses); err != nil {
+			return err
+		}
+		h.LastSuccessAt, h.LastFailureAt = h.LastSuccessAt.UTC(), h.LastFailureAt.UTC()
+		return each(h)
+	})
+	if err != nil {
+		return c.conn.Redact(fmt.Errorf("read %s: %w", schema.NameHealthView, err))
+	}
+	return nil
+}
+
+// NamesFailing is how the names of a schedule fare, from name_health.
+type NamesFailing struct {
+	// Failing counts the names failing now; NotRead those that failed at
+	// least the passes in a row asked of NamesFailing.
+	Failing, NotRead uint64
+	// MaxPasses is the most passes in a row a name has failed.
+	MaxPasses uint64
+}
+
+// NamesFailing returns, by schedule, how many names are failing, how many
+// have failed at least passes passes in a row, and the longest run, for
+// every schedule with a name in name_health.
+func (c *ClickHouse) NamesFailing(ctx context.Context, passes uint64) (map[string]NamesFailing, error) {
+	if err := c.ensureSchema(ctx); err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`SELECT schedule, countIf(failing_passes > 0), countIf(failing_passes >= %d), max(failing_passes)
+FROM %s GROUP BY schedule`, passes, c.conn.Names().Table(schema.NameHealthView))
+	out := map[string]NamesFailing{}
+	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
+		var (
+			s string
+			f NamesFailing
+		)
+		if err := rows.Scan(&s, &f.Failing, &f.NotRead, &f.MaxPasses); err != nil {
+			return err
+		}
+		out[s] = f
+		return nil
+	})
+	if err != nil {
+		return nil, c.conn.Redact(fmt.Errorf("count the failing names in %s: %w", schema.NameHealthView, err))
+	}
+	return out, nil
+}

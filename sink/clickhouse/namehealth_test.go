@@ -1,0 +1,111 @@
+package clickhouse_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/sinktest"
+)
+
+// name_health after three passes of two pods that share the names, in
+// which names fail, recover and fail again: each name's last success, its
+// last failure with the cause, its failures of the day and the passes in
+// a row it has failed, every failure row delivered twice counting once.
+func TestNameHealthFollowsThePasses(t *testing.T) {
+	t.Parallel()
+	db := sinktest.New(t)
+	pods := []*clickhouse.ClickHouse{openSink(t, db.DSN), openSink(t, db.DSN)}
+	ctx := context.Background()
+	if err := pods[0].Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Three passes, an hour apart, ending a minute ago; a name's pod is
+	// its shard. Each failure row is written twice, as a spool entry
+	// replayed after a lost answer would be.
+	now := time.Now().UTC().Truncate(time.Second)
+	ticks := []time.Time{now.Add(-2*time.Hour - time.Minute), now.Add(-time.Hour - time.Minute), now.Add(-time.Minute)}
+	outcomes := map[string]string{ // name: its outcome at each pass, o ok, x failed
+		"steady.eth":    "ooo",
+		"broken.eth":    "xxx",
+		"recovered.eth": "xxo",
+		"relapsed.eth":  "oxx",
+		"flaky.eth":     "xox",
+		"gone.eth":      "x--", // failed, then removed from the list
+	}
+	names := slices.Sorted(maps.Keys(outcomes))
+	for i, at := range ticks {
+		for p, pod := range pods {
+			b := &sink.Batch{Schedule: "hourly"}
+			for k, n := range names {
+				if k%2 != p {
+					continue
+				}
+				switch outcomes[n][i] {
+				case 'o':
+					b.NameSuccesses = append(b.NameSuccesses, sink.NameSuccess{NFT: n, SnapshotAt: at})
+				case 'x':
+					b.NameFailures = append(b.NameFailures, sink.NameFailure{RunID: fmt.Sprintf("run-%d-%d", i, p), SnapshotAt: at,
+						Shard: fmt.Sprintf("%d/2", p), NFT: n, Stage: "details", Kind: "http_5xx", HTTPStatus: uint16(500 + i), Attempts: 5,
+						Error: fmt.Sprintf("HTTP %d at pass %d", 500+i, i)})
+				}
+			}
+			for range 2 {
+				if err := pod.Write(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// A backfill's names count under the schedule ''.
+	if err := pods[0].Write(ctx, &sink.Batch{NameFailures: []sink.NameFailure{{RunID: "b", SnapshotAt: now, NFT: "broken.eth", Stage: "list", Kind: "decode", Attempts: 1, Error: "bad body"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	got := map[string]clickhouse.NameHealth{}
+	for _, s := range []string{"hourly", ""} {
+		if err := pods[1].FailingNames(ctx, &s, func(h clickhouse.NameHealth) error {
+			got[h.Schedule+"/"+h.NFT] = h
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epoch := time.Unix(0, 0).UTC()
+	want := map[string]clickhouse.NameHealth{
+		"hourly/broken.eth":   {LastSuccessAt: epoch, LastFailureAt: ticks[2], LastHTTPStatus: 502, Failures24h: 3, FailingPasses: 3},
+		"hourly/relapsed.eth": {LastSuccessAt: ticks[0], LastFailureAt: ticks[2], LastHTTPStatus: 502, Failures24h: 2, FailingPasses: 2},
+		"hourly/flaky.eth":    {LastSuccessAt: ticks[1], LastFailureAt: ticks[2], LastHTTPStatus: 502, Failures24h: 2, FailingPasses: 1},
+		"hourly/gone.eth":     {LastSuccessAt: epoch, LastFailureAt: ticks[0], LastHTTPStatus: 500, Failures24h: 1, FailingPasses: 1},
+		"/broken.eth":         {LastSuccessAt: epoch, LastFailureAt: now, Failures24h: 1, FailingPasses: 1},
+	}
+	if len(got) != len(want) {
+		t.Errorf("failing names %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	for k, w := range want {
+		g, ok := got[k]
+		if !ok {
+			t.Errorf("%s is not failing", k)
+			continue
+		}
+		if !g.LastSuccessAt.Equal(w.LastSuccessAt) || !g.LastFailureAt.Equal(w.LastFailureAt) || g.LastHTTPStatus != w.LastHTTPStatus ||
+			g.Failures24h != w.Failures24h || g.FailingPasses != w.FailingPasses {
+			t.Errorf("%s: %+v, want %+v", k, g, w)
+		}
+		if g.LastErrorKind == "" || g.LastError == "" {
+			t.Errorf("%s: no cause: %+v", k, g)
+		}
+	}
+	counts, err := pods[0].NamesFailing(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := counts["hourly"]; c.Failing != 4 || c.NotRead != 2 || c.MaxPasses != 3 {
+		t.Errorf("the hourly schedule's failing names: %+v, want 4 failing, 2 for 2 passes or more, at most 3", c)
+	}
+}

@@ -1,0 +1,117 @@
+package schema
+
+import (
+	"fmt"
+
+	"github.com/readsync/readsync/sink"
+)
+
+// Each name's health: every pass records the names it asked for and did
+// not read in name_failures, a row per name and pass with the cause, and
+// those it read in name_successes, a row per name and pass that the table
+// merges down to each name's latest. The view name_health says, per
+// schedule and name, when it was last read, when and why it last failed,
+// and how many passes in a row have failed since.
+//
+// Both tables are ReplacingMergeTree, and the view takes a maximum or the
+// distinct pass times: a row delivered twice (a spool entry replayed after
+// its INSERT's answer was lost, on a server without deduplication tokens)
+// counts once. A backfill records its names under the schedule ''.
+
+// NameHealthView is the view of each name's health.
+const NameHealthView = "name_health"
+
+// nameHealthWindow is how far back name_health reads the failures: a name
+// that no pass has asked for within it (removed from its list) leaves the
+// failing set, and its failures are counted over it. A day bounds what the
+// view reads to a day of failures, whatever the history stored.
+const nameHealthWindow = "INTERVAL 1 DAY"
+
+var (
+	// NameFailuresTable is name_failures: a row per name a pass asked
+	// for and did not read.
+	NameFailuresTable = &table[sink.NameFailure]{
+		name: "name_failures",
+		columns: []column[sink.NameFailure]{
+			{"run_id", "String", func(f *sink.NameFailure) any { return f.RunID }},
+			{"snapshot_at", "DateTime", func(f *sink.NameFailure) any { return f.SnapshotAt }},
+			{"shard", "String", func(f *sink.NameFailure) any { return f.Shard }},
+			{"nft", "String", func(f *sink.NameFailure) any { return f.NFT }},
+			{"stage", "String", func(f *sink.NameFailure) any { return f.Stage }},
+			{"kind", "String", func(f *sink.NameFailure) any { return f.Kind }},
+			{"http_status", "UInt16", func(f *sink.NameFailure) any { return f.HTTPStatus }},
+			{"attempts", "UInt32", func(f *sink.NameFailure) any { return f.Attempts }},
+			{"error", "String", func(f *sink.NameFailure) any { return f.Error }},
+		},
+		batchColumns: []batchColumn{{"schedule", "String", func(b *sink.Batch) any { return b.Schedule }}},
+		layout: layout{
+			engine:      engine{"ReplacingMergeTree", ""},
+			partitionBy: "toYYYYMM(snapshot_at)",
+			orderBy:     "(schedule, nft, snapshot_at)",
+			shardBy:     "nft",
+		},
+	}
+
+	// NameSuccessesTable is name_successes: a row per name a pass read,
+	// merged down to each name's latest.
+	NameSuccessesTable = &table[sink.NameSuccess]{
+		name: "name_successes",
+		columns: []column[sink.NameSuccess]{
+			{"nft", "String", func(s *sink.NameSuccess) any { return s.NFT }},
+			{"snapshot_at", "DateTime", func(s *sink.NameSuccess) any { return s.SnapshotAt }},
+		},
+		batchColumns: []batchColumn{{"schedule", "String", func(b *sink.Batch) any { return b.Schedule }}},
+		layout: layout{
+			engine:      engine{"ReplacingMergeTree", "snapshot_at"},
+			partitionBy: "toYYYYMM(snapshot_at)",
+			orderBy:     "(schedule, nft)",
+			shardBy:     "nft",
+		},
+	}
+)
+
+// nameHealth is name_health's query: per schedule and name, its latest
+// success (the epoch when none), its latest failure within the window
+// with the cause, the distinct passes that failed within the window, and
+// of those the ones after the latest success: the passes in a row that
+// have failed, 0 when the latest pass that asked succeeded.
+func nameHealth(d ddl) string {
+	return fmt.Sprintf(`SELECT
+    schedule,
+    nft,
+    last_success_at,
+    last_failure_at,
+    last_error_kind,
+    last_error,
+    last_http_status,
+    toUInt64(length(failed_at)) AS failures_24h,
+    toUInt64(if(last_failure_at > last_success_at, arrayCount(t -> t > last_success_at, failed_at), 0)) AS failing_passes
+FROM
+(
+    SELECT
+        schedule,
+        nft,
+        max(success_at) AS last_success_at,
+        max(failure_at) AS last_failure_at,
+        argMax(failure_kind, failure_at) AS last_error_kind,
+        argMax(failure_error, failure_at) AS last_error,
+        argMax(failure_status, failure_at) AS last_http_status,
+        groupUniqArrayIf(failure_at, failure_at > toDateTime(0)) AS failed_at
+    FROM
+    (
+        SELECT schedule, nft, snapshot_at AS success_at, toDateTime(0) AS failure_at, '' AS failure_kind, '' AS failure_error, toUInt16(0) AS failure_status
+        FROM %s
+        UNION ALL
+        SELECT schedule, nft, toDateTime(0), snapshot_at, kind, error, http_status
+        FROM %s
+        WHERE snapshot_at >= now() - %s
+    )
+    GROUP BY schedule, nft
+)`, d.Table(NameSuccessesTable.name), d.Table(NameFailuresTable.name), nameHealthWindow)
+}
+
+// nameHealthDDL is what migration 10 creates: the two tables and the view.
+func nameHealthDDL(d ddl) []string {
+	stmts := append(d.createTable(NameFailuresTable.def()), d.createTable(NameSuccessesTable.def())...)
+	return append(stmts, d.createView(NameHealthView, nameHealth(d)))
+}
