@@ -99,6 +99,8 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 		return a.replaySpool(ctx, f.retryQuarantined)
 	case f.verify:
 		return a.verify(ctx, f.since.t, f.repair)
+	case f.failingNames:
+		return a.failingNames(ctx, f.schedule, f.json)
 	default:
 		return a.daemon(ctx)
 	}

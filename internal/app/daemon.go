@@ -97,14 +97,15 @@ func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Sche
 	// The background loops: the spool's replay; the reconcile, which
 	// from the start catches up with whatever changed while readsync was
 	// down (a process killed between a write and its refresh, rows written
-	// by another) and then with each pass's writes; and the move of a
-	// database of an earlier release onto this one's sort key. None holds
-	// a pass.
+	// by another) and then with each pass's writes; the move of a
+	// database of an earlier release onto this one's sort key; and the
+	// reading of the failing names into the metrics. None holds a pass.
 	var background gosync.WaitGroup
 	background.Go(func() { a.flushLoop(ctx, st) })
 	reconciler := a.reconcileLoop(st.ch)
 	background.Go(func() { reconciler.Run(ctx) })
 	background.Go(func() { a.resortLoop(ctx, st.ch) })
+	background.Go(func() { a.nameHealthLoop(ctx, st.ch) })
 
 	// Every tick is accounted for in sync_runs: those nobody ran while
 	// readsync was down are recorded before the first new one.

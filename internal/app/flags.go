@@ -29,6 +29,8 @@ type flags struct {
 	verify           bool
 	since            sinceFlag
 	repair           bool
+	failingNames     bool
+	json             bool
 	version          bool
 }
 
@@ -141,7 +143,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 		printEnvironment(stderr)
 	}
 	fs.BoolVar(&f.backfill, "backfill", false, "run one pass now over all schedules' names, then exit")
-	fs.StringVar(&f.schedule, "schedule", "", "with --backfill: only this schedule's names")
+	fs.StringVar(&f.schedule, "schedule", "", "with --backfill: only this schedule's names; with --failing-names: only this schedule's")
 	fs.Var(&f.nft, "nft", "with --backfill: exactly these nft names, comma-separated (repeatable)")
 	fs.Var(snapshotFlag{&f.snapshotAt}, "snapshot-at", "with --backfill: stamp the pass with this RFC 3339 time (default: the pass start)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse")
@@ -153,6 +155,8 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.verify, "verify", false, "compare every dashboard view with its brute force over the stored history, print what differs, exit 1 if anything does")
 	fs.Var(&f.since, "since", "with --verify: compare the snapshots and days from this UTC day on, and every snapshot and tick written since then (RFC 3339 time, date, or a duration before now such as 48h; default: the whole history)")
 	fs.BoolVar(&f.repair, "repair", false, "with --verify: rebuild the derived rows of the projects that differ, then verify again")
+	fs.BoolVar(&f.failingNames, "failing-names", false, "print the names failing now (name_health), one a line: schedule, nft, passes failed in a row, kind, last error; exit 1 if any is")
+	fs.BoolVar(&f.json, "json", false, "with --failing-names: print one JSON object a line, with name_health's columns")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -178,8 +182,8 @@ func IsBackfill(args []string) (bool, error) {
 func (f flags) validate() error {
 	if !f.backfill {
 		switch {
-		case f.schedule != "":
-			return errors.New("--schedule needs --backfill")
+		case f.schedule != "" && !f.failingNames:
+			return errors.New("--schedule needs --backfill or --failing-names")
 		case len(f.nft) > 0:
 			return errors.New("--nft needs --backfill")
 		case !f.snapshotAt.IsZero():
@@ -211,6 +215,12 @@ func (f flags) validate() error {
 	}
 	if f.repair && !f.verify {
 		return errors.New("--repair needs --verify")
+	}
+	if f.failingNames && (f.backfill || f.check || f.dryRun || f.flushSpool || f.migrate || f.verify) {
+		return errors.New("--failing-names is a mode of its own; give it alone, with --schedule or --json")
+	}
+	if f.json && !f.failingNames {
+		return errors.New("--json needs --failing-names")
 	}
 	if f.schedule != "" && len(f.nft) > 0 {
 		return errors.New("--schedule and --nft both choose the names; give one")

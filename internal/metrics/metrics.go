@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/readsync/readsync/internal/shard"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
@@ -405,3 +406,10 @@ func (m *Metrics) Delivery() DeliveryState { return m.delivery.state() }
 
 // ObserveNames records a resolution of the schedule's names at a pass.
 func (m *Metrics) ObserveNames(schedule string, res sync.Resolution) { m.names.observe(schedule, res) }
+
+// ObserveNameHealth sets the series of the failing names of each schedule
+// (readsync_names_failing, readsync_names_not_read,
+// readsync_names_failing_passes_max) from name_health, read by schedule.
+func (m *Metrics) ObserveNameHealth(health map[string]clickhouse.NamesFailing) {
+	m.names.observeHealth(health)
+}

@@ -1,0 +1,83 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/readsync/readsync/apiclient/apitest"
+)
+
+// --failing-names prints the names failing now, most passes in a row
+// first, as text or JSON lines, and exits 1 while any is failing, 0 when
+// none of the schedule asked for is, and 2 on a usage error.
+func TestFailingNamesFlag(t *testing.T) {
+	t.Parallel()
+	good := apitest.Project{ID: 1, NFT: "good.eth", Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 2, Percent: "50.00%"}}}
+	f := newFixture(t, []string{"good.eth", "missing.eth", "denied.eth"}, apitest.WithProjects(good),
+		apitest.WithFault("missing.eth", apitest.FailureEnvelope()),
+		apitest.WithFault("denied.eth", apitest.StatusFault(http.StatusForbidden, `{"msg":"denied"}`)))
+	now := time.Now().UTC().Truncate(time.Second)
+	if code, _, stderr := f.run(t, "--failing-names"); code != ExitFailed || !strings.Contains(stderr, "readsync --migrate") {
+		t.Errorf("--failing-names before the schema: exit %d, want %d and to be told to migrate\n%s", code, ExitFailed, stderr)
+	}
+	if code, _, stderr := f.run(t, "--migrate"); code != ExitOK {
+		t.Fatalf("--migrate: exit %d\n%s", code, stderr)
+	}
+	if code, _, _ := f.run(t, "--failing-names"); code != ExitOK {
+		t.Errorf("--failing-names before any pass: exit %d, want %d", code, ExitOK)
+	}
+	for _, at := range []time.Time{now.Add(-3 * time.Minute), now.Add(-2 * time.Minute)} {
+		f.run(t, "--backfill", "--snapshot-at", at.Format(time.RFC3339))
+	}
+	// denied.eth fails once more, in a backfill of its own.
+	f.run(t, "--backfill", "--nft", "denied.eth", "--snapshot-at", now.Add(-time.Minute).Format(time.RFC3339))
+
+	code, stdout, stderr := f.run(t, "--failing-names")
+	lines := strings.Split(strings.TrimSuffix(stdout, "\n"), "\n")
+	if code != ExitFailed || len(lines) != 2 {
+		t.Fatalf("--failing-names: exit %d, want %d, and two lines:\n%s%s", code, ExitFailed, stdout, stderr)
+	}
+	for i, want := range [][2]string{{"\tdenied.eth\t3\thttp_4xx\t", "HTTP 403 Forbidden"}, {"\tmissing.eth\t2\tnot_found\t", "upstream reported failure"}} {
+		if !strings.HasPrefix(lines[i], want[0]) || !strings.Contains(lines[i], want[1]) {
+			t.Errorf("line %d: %q, want it to start with %q and say %q", i+1, lines[i], want[0], want[1])
+		}
+	}
+
+	code, stdout, _ = f.run(t, "--failing-names", "--json")
+	if code != ExitFailed {
+		t.Errorf("--failing-names --json: exit %d, want %d", code, ExitFailed)
+	}
+	var rows []map[string]any
+	for _, l := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("--json line %q: %v", l, err)
+		}
+		rows = append(rows, row)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("--json: %d lines, want 2:\n%s", len(rows), stdout)
+	}
+	want := map[string]any{"schedule": "", "nft": "denied.eth", "last_success_at": "1970-01-01T00:00:00Z", "last_failure_at": now.Add(-time.Minute).Format(time.RFC3339),
+		"last_error_kind": "http_4xx", "last_http_status": float64(403), "failures_24h": float64(3), "failing_passes": float64(3)}
+	for k, v := range want {
+		if rows[0][k] != v {
+			t.Errorf("--json: %s is %v, want %v (%v)", k, rows[0][k], v, rows[0])
+		}
+	}
+	if len(rows[0]) != 9 || !strings.Contains(rows[0]["last_error"].(string), "403") {
+		t.Errorf("--json: %v, want the view's nine columns and the error", rows[0])
+	}
+
+	if code, stdout, _ := f.run(t, "--failing-names", "--schedule", "hourly"); code != ExitOK || stdout != "" {
+		t.Errorf("--failing-names --schedule hourly, which no pass of ran: exit %d, want %d, and nothing:\n%s", code, ExitOK, stdout)
+	}
+	for _, args := range [][]string{{"--json"}, {"--failing-names", "--schedule", "weekly"}, {"--failing-names", "--verify"}} {
+		if code, _, stderr := f.run(t, args...); code != ExitConfig {
+			t.Errorf("%v: exit %d, want %d\n%s", args, code, ExitConfig, stderr)
+		}
+	}
+}
