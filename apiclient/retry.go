@@ -101,7 +101,9 @@ type AttemptsError struct {
 	Err      error
 }
 
-func (e *AttemptsError) Error() string { return fmt.Sprintf("after %d attempts: %v", e.Attempts, e.Err) }
+func (e *AttemptsError) Error() string {
+	return fmt.Sprintf("after %d attempts: %v", e.Attempts, e.Err)
+}
 func (e *AttemptsError) Unwrap() error { return e.Err }
 
 // Attempts returns how many requests the failure err took: 1 unless an

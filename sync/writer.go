@@ -231,7 +231,7 @@ type writer struct {
 	schedule string
 	// pass is what the rows of the names' outcomes say of the pass.
 	pass passInfo
-	log      *slog.Logger
+	log  *slog.Logger
 
 	// committing is held for reading while a name's rows join the batch,
 	// which may take several adds (a long list's snapshots come back from
