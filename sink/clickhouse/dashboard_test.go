@@ -132,7 +132,8 @@ func queryPanels(d *dashboard) []panel {
 // The tables and views readsync maintains; a panel that reads anything
 // else reads something readsync does not write.
 var readsyncObjects = []string{"projects", "messages", "message_read_snapshots", "sync_runs",
-	"message_read_latest", "project_read_daily", "project_read_snapshots", "schedule_coverage", "project_read_gains", "project_read_daily_gains"}
+	"message_read_latest", "project_read_daily", "project_read_snapshots", "schedule_coverage", "project_read_gains", "project_read_daily_gains",
+	"name_health"}
 
 var fromIdent = regexp.MustCompile(`(?i)\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_.]*)`)
 
@@ -202,7 +203,7 @@ func TestDashboardStructure(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs", "schedule_coverage",
-		"project_read_daily_gains"} {
+		"project_read_daily_gains", "name_health"} {
 		if !read[want] {
 			t.Errorf("no panel reads %s", want)
 		}
@@ -228,7 +229,77 @@ var dashboardProjects = []struct {
 
 // dashboardFailurePanels are the panels that list failures: a time range
 // without any leaves them empty.
-var dashboardFailurePanels = []string{"Failed and partial passes"}
+var dashboardFailurePanels = []string{"Failed and partial passes", failingNamesPanel}
+
+// failingNamesPanel lists the names failing now: TestDashboardFailingNames
+// gives it rows.
+const failingNamesPanel = "Failing names"
+
+// The panel of failing names, as Grafana and the plugin send its query,
+// with All schedules and with one selected: the names failing now, most
+// passes in a row first, of the schedules selected only (All includes the
+// backfills', under the empty schedule), and no name that recovered.
+func TestDashboardFailingNames(t *testing.T) {
+	t.Parallel()
+	ch, db := openTestSink(t)
+	writeRunsFixture(t, ch)
+	writeDashboardFixture(t, ch)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Second)
+	fail := func(nft string, at time.Time) sink.NameFailure {
+		return sink.NameFailure{RunID: "r", SnapshotAt: at, NFT: nft, Stage: "details", Kind: "not_found", Attempts: 2, Error: "no project " + nft}
+	}
+	for _, b := range []*sink.Batch{
+		{Schedule: "hourly", NameFailures: []sink.NameFailure{fail("o'neil.eth", now.Add(-2*time.Hour)), fail("o'neil.eth", now.Add(-time.Hour)), fail("gone.eth", now.Add(-2*time.Hour))},
+			NameSuccesses: []sink.NameSuccess{{NFT: "gone.eth", SnapshotAt: now.Add(-time.Hour)}, {NFT: "fine.eth", SnapshotAt: now.Add(-time.Hour)}}},
+		{Schedule: "daily", NameFailures: []sink.NameFailure{fail("daily.eth", now.Add(-time.Hour))}},
+		{NameFailures: []sink.NameFailure{fail("backfilled.eth", now.Add(-time.Minute))}},
+	} {
+		if err := ch.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ch.RecordRun(ctx, sink.Run{RunID: "d", Schedule: "daily", Trigger: "cron", Status: "partial", SnapshotAt: now, StartedAt: now, FinishedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	conn := openDatabase(t, db)
+	d := loadDashboard(t)
+	vars := dashboardVariables(t, conn, d)
+	schedule := vars["schedule"]
+	if schedule == nil || !slices.Contains(schedule.Options, grafanaOption{Text: "daily", Value: "daily"}) {
+		t.Fatalf("the schedule variable: %+v, want an option for each schedule of sync_runs", schedule)
+	}
+	i := slices.IndexFunc(queryPanels(d), func(p panel) bool { return p.Title == failingNamesPanel })
+	if i < 0 {
+		t.Fatalf("the dashboard has no panel %q", failingNamesPanel)
+	}
+	p := queryPanels(d)[i]
+	for _, sel := range []struct {
+		current []string
+		want    []string // schedule and name, in order
+	}{
+		{[]string{grafanaAllValue}, []string{"hourly o'neil.eth 2", " backfilled.eth 1", "daily daily.eth 1"}},
+		{grafanaSelect(t, schedule, "daily"), []string{"daily daily.eth 1"}},
+	} {
+		selected := *schedule
+		selected.Current = sel.current
+		vars := maps.Clone(vars)
+		vars["schedule"] = &selected
+		sql := dashboardSQL(t, d, &p, p.Targets[0].RawSQL, vars)
+		cols, rows, err := pluginRun(conn, sql)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+		var got []string
+		for _, r := range rows {
+			got = append(got, fmt.Sprintf("%s %s %s", grafanaText(r[slices.Index(cols, "schedule")]), grafanaText(r[slices.Index(cols, "nft_name")]),
+				grafanaText(r[slices.Index(cols, "failing_passes")])))
+		}
+		if !slices.Equal(got, sel.want) {
+			t.Errorf("schedule %v: rows %q, want %q\n%s", sel.current, got, sel.want, sql)
+		}
+	}
+}
 
 // TestDashboardQueries runs every query of the dashboard as Grafana and its
 // ClickHouse plugin send it (grafana_test.go), on a database holding known
