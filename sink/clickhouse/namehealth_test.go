@@ -3,6 +3,7 @@ package clickhouse_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/spool"
 )
 
 // name_health after three passes of two pods that share the names, in
@@ -107,5 +109,47 @@ func TestNameHealthFollowsThePasses(t *testing.T) {
 	}
 	if c := counts["hourly"]; c.Failing != 4 || c.NotRead != 2 || c.MaxPasses != 3 {
 		t.Errorf("the hourly schedule's failing names: %+v, want 4 failing, 2 for 2 passes or more, at most 3", c)
+	}
+}
+
+// The names' outcomes of a pass that met an outage wait in the spool with
+// its rows and arrive when it is replayed; an entry delivered twice (its
+// first INSERT's answer lost) counts once in name_health.
+func TestNameOutcomesComeThroughTheSpool(t *testing.T) {
+	t.Parallel()
+	db := sinktest.New(t)
+	ch := openSink(t, db.DSN)
+	ctx := context.Background()
+	sp, err := spool.Open(t.TempDir(), 1<<20, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	now := time.Now().UTC().Truncate(time.Second)
+	for i := range 2 {
+		at := now.Add(time.Duration(i-2) * time.Minute)
+		b := &sink.Batch{Schedule: "hourly",
+			NameFailures:  []sink.NameFailure{{RunID: fmt.Sprint(i), SnapshotAt: at, NFT: "down.eth", Stage: "list", Kind: "timeout", Attempts: 5, Error: "no answer"}},
+			NameSuccesses: []sink.NameSuccess{{NFT: "up.eth", SnapshotAt: at}}}
+		// Spooled, then delivered twice: once by a replay whose answer
+		// was lost, once by the replay after it.
+		for range 2 {
+			if err := sp.PutBatch(b); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sp.Flush(ctx, ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var got []clickhouse.NameHealth
+	if err := ch.FailingNames(ctx, nil, func(h clickhouse.NameHealth) error { got = append(got, h); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].NFT != "down.eth" || got[0].FailingPasses != 2 || got[0].Failures24h != 2 || got[0].LastErrorKind != "timeout" {
+		t.Errorf("failing names after the replays: %+v, want down.eth, failing 2 passes in a row", got)
+	}
+	if n := sinktest.Lines(t, db.Conn, "SELECT toString(count()) FROM "+db.Table("name_successes")+" FINAL"); len(n) != 1 || n[0] != "1" {
+		t.Errorf("name_successes holds %v rows once merged, want up.eth's latest", n)
 	}
 }
