@@ -28,6 +28,11 @@ BENCH_CATCHUP_PROJECTS ?= 400
 BENCH_CATCHUP_MESSAGES ?= 50
 BENCH_CATCHUP_ROWS     ?= 10000000
 BENCH_CATCHUP_PASSES   ?= 6
+# The names of `make bench-health` and its passes, a minute apart: the "Every
+# name's health at a glance" issue's names, and a day of passes.
+BENCH_HEALTH_NAMES  ?= 100000
+BENCH_HEALTH_PASSES ?= 1440
+
 # The depths of `make bench-history`: the "A pass costs what it changes" issue's.
 BENCH_HISTORY          ?= 10,1000,10000,30000
 BENCH_HISTORY_PROJECTS ?= 100
@@ -55,7 +60,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -182,6 +187,12 @@ bench-history: build
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-history: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchcatchup -dsn "$$dsn" -bin $(BIN)/readsync -database readsync_bench_history -projects $(BENCH_HISTORY_PROJECTS) \
 		-messages $(BENCH_HISTORY_MESSAGES) -history $(BENCH_HISTORY) -passes 5
+
+## bench-health: the view name_health's queries at 100 000 names, 1% failing at every pass of a day.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench-health:
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-health: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/benchhealth -dsn "$$dsn" -names $(BENCH_HEALTH_NAMES) -passes $(BENCH_HEALTH_PASSES)
 
 ## bench-go: per-message Go benchmarks of list decoding and row building.
 bench-go:

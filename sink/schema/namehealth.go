@@ -75,7 +75,29 @@ var (
 // with the cause, the distinct passes that failed within the window, and
 // of those the ones after the latest success: the passes in a row that
 // have failed, 0 when the latest pass that asked succeeded.
+//
+// The names that failed within the window, few, are read whole, their
+// successes looked up by name; the others, all read, each from its latest
+// success alone. A query for the failing names (failing_passes > 0) thus
+// costs the failures of a day and those names' successes: the second
+// half has failing_passes 0, a constant the servers prune it by.
 func nameHealth(d ddl) string {
+	failed := fmt.Sprintf("SELECT schedule, nft FROM %s WHERE snapshot_at >= now() - %s", d.Table(NameFailuresTable.name), nameHealthWindow)
+	failures := fmt.Sprintf(`SELECT
+    schedule,
+    nft,
+    max(snapshot_at) AS last_failure_at,
+    argMax(kind, snapshot_at) AS last_error_kind,
+    argMax(error, snapshot_at) AS last_error,
+    argMax(http_status, snapshot_at) AS last_http_status,
+    groupUniqArray(snapshot_at) AS failed_at
+FROM %s
+WHERE snapshot_at >= now() - %s
+GROUP BY schedule, nft`, d.Table(NameFailuresTable.name), nameHealthWindow)
+	theirSuccesses := fmt.Sprintf(`SELECT schedule, nft, max(snapshot_at) AS last_success_at
+FROM %s
+WHERE (schedule, nft) GLOBAL IN (%s)
+GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), failed)
 	return fmt.Sprintf(`SELECT
     schedule,
     nft,
@@ -86,28 +108,21 @@ func nameHealth(d ddl) string {
     last_http_status,
     toUInt64(length(failed_at)) AS failures_24h,
     toUInt64(if(last_failure_at > last_success_at, arrayCount(t -> t > last_success_at, failed_at), 0)) AS failing_passes
-FROM
-(
-    SELECT
-        schedule,
-        nft,
-        max(success_at) AS last_success_at,
-        max(failure_at) AS last_failure_at,
-        argMax(failure_kind, failure_at) AS last_error_kind,
-        argMax(failure_error, failure_at) AS last_error,
-        argMax(failure_status, failure_at) AS last_http_status,
-        groupUniqArrayIf(failure_at, failure_at > toDateTime(0)) AS failed_at
-    FROM
-    (
-        SELECT schedule, nft, snapshot_at AS success_at, toDateTime(0) AS failure_at, '' AS failure_kind, '' AS failure_error, toUInt16(0) AS failure_status
-        FROM %s
-        UNION ALL
-        SELECT schedule, nft, toDateTime(0), snapshot_at, kind, error, http_status
-        FROM %s
-        WHERE snapshot_at >= now() - %s
-    )
-    GROUP BY schedule, nft
-)`, d.Table(NameSuccessesTable.name), d.Table(NameFailuresTable.name), nameHealthWindow)
+FROM %s
+UNION ALL
+SELECT
+    schedule,
+    nft,
+    max(snapshot_at) AS last_success_at,
+    toDateTime(0) AS last_failure_at,
+    '' AS last_error_kind,
+    '' AS last_error,
+    toUInt16(0) AS last_http_status,
+    toUInt64(0) AS failures_24h,
+    toUInt64(0) AS failing_passes
+FROM %s
+WHERE (schedule, nft) GLOBAL NOT IN (%s)
+GROUP BY schedule, nft`, anyLeftJoin(failures, theirSuccesses, "schedule, nft"), d.Table(NameSuccessesTable.name), failed)
 }
 
 // nameHealthDDL is what migration 10 creates: the two tables and the view.

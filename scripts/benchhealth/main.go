@@ -1,0 +1,191 @@
+// Command benchhealth measures the view name_health, as the "Every name's
+// health at a glance" issue defines it: a scratch database migrated with
+// readsync's own migrations holds the outcomes of passes of many names,
+// some failing at every pass, and the queries readsync and the dashboard
+// send to the view are timed (the median of several runs), beside the
+// bytes each outcome row takes on disk.
+//
+// Usage (make bench-health runs it):
+//
+//	go run ./scripts/benchhealth -dsn clickhouse://default:@127.0.0.1:19000/default
+//	    [-names 100000 -failing 0.01 -passes 1440 -unmerged 10 -runs 5]
+//
+// The passes are a minute apart and end now: the failing names' rows are
+// those of every pass, a day of them at 1 440, which is what the view
+// reads; the names read are written for the last -unmerged passes, the
+// rows name_successes holds before its merges keep each name's latest.
+// It measures and asserts nothing: the exit code is 0 when every query ran.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/readsync/readsync/scripts/internal/benchdb"
+	"github.com/readsync/readsync/sink/chconn"
+	chsink "github.com/readsync/readsync/sink/clickhouse"
+)
+
+type options struct {
+	dsn, database           string
+	names, passes, unmerged int
+	failing                 float64
+	runs                    int
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("benchhealth", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.dsn, "dsn", "", "native DSN of the ClickHouse server (its database is ignored)")
+	fs.StringVar(&o.database, "database", "readsync_bench_health", "scratch database, dropped and created again")
+	fs.IntVar(&o.names, "names", 100_000, "names of the schedule")
+	fs.Float64Var(&o.failing, "failing", 0.01, "share of the names that fail at every pass")
+	fs.IntVar(&o.passes, "passes", 1440, "passes, a minute apart, ending now")
+	fs.IntVar(&o.unmerged, "unmerged", 10, "last passes whose names read are written")
+	fs.IntVar(&o.runs, "runs", 5, "runs of each query; the median is reported")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.dsn == "" {
+		fmt.Fprintln(stderr, "benchhealth: -dsn is required")
+		return 2
+	}
+	if err := bench(ctx, o, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "benchhealth: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
+	conn, err := benchdb.Open(ctx, o.dsn, "")
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	version, err := benchdb.Version(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+o.database+"`"); err != nil {
+		return err
+	}
+	raw, err := benchdb.DatabaseDSN(o.dsn, o.database)
+	if err != nil {
+		return err
+	}
+	dsn, err := chconn.ParseDSN(raw)
+	if err != nil {
+		return err
+	}
+	ch, err := chsink.OpenClickHouse(ctx, dsn, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	if err := ch.Migrate(ctx); err != nil {
+		return err
+	}
+	every := int(1 / o.failing)
+	now := time.Now().UTC().Truncate(time.Minute)
+	start := time.Now()
+	for p := range o.passes {
+		at := now.Add(time.Duration(p-o.passes+1) * time.Minute).Unix()
+		q := fmt.Sprintf("INSERT INTO `%s`.name_failures (run_id, snapshot_at, shard, nft, stage, kind, http_status, attempts, error, schedule) "+
+			"SELECT 'run-%d', toDateTime(%d), '', concat('name-', toString(number), '.eth'), 'details', 'http_5xx', 502, 5, "+
+			"concat('project details of nft \"name-', toString(number), '.eth\": after 5 attempts: HTTP 502 Bad Gateway'), 'every-minute' "+
+			"FROM system.numbers WHERE number %% %d = 0 LIMIT %d", o.database, p, at, every, o.names/every)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("write the failures of pass %d: %w", p, err)
+		}
+		if p < o.passes-o.unmerged {
+			continue
+		}
+		q = fmt.Sprintf("INSERT INTO `%s`.name_successes (nft, snapshot_at, schedule) "+
+			"SELECT concat('name-', toString(number), '.eth'), toDateTime(%d), 'every-minute' FROM system.numbers WHERE number %% %d != 0 LIMIT %d",
+			o.database, at, every, o.names-o.names/every)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("write the names read at pass %d: %w", p, err)
+		}
+	}
+	fmt.Fprintf(stdout, "ClickHouse %s: %d names, %d failing at each of %d passes a minute apart (%d failure rows), names read written at the last %d; written in %s\n\n",
+		version, o.names, o.names/every, o.passes, o.passes*(o.names/every), o.unmerged, time.Since(start).Round(time.Second))
+
+	queries := []struct{ what, sql string }{
+		{"the panel, All (failing names, most passes first)", "SELECT schedule, nft, failing_passes, last_error_kind, last_http_status, last_error, last_failure_at, last_success_at FROM `" + o.database + "`.name_health WHERE failing_passes > 0 ORDER BY failing_passes DESC, schedule, nft LIMIT 1000"},
+		{"the daemon's counts (readsync_names_*)", "SELECT schedule, countIf(failing_passes > 0), countIf(failing_passes >= 3), max(failing_passes) FROM `" + o.database + "`.name_health GROUP BY schedule"},
+		{"one name", "SELECT * FROM `" + o.database + "`.name_health WHERE nft = 'name-100.eth'"},
+	}
+	fmt.Fprintln(stdout, "| query | median | rows |")
+	fmt.Fprintln(stdout, "|---|---|---|")
+	for _, q := range queries {
+		d, n, err := timed(ctx, conn, q.sql, o.runs)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.what, err)
+		}
+		fmt.Fprintf(stdout, "| %s | %s | %d |\n", q.what, d.Round(100*time.Microsecond), n)
+	}
+	return bytesPerRow(ctx, conn, o.database, stdout)
+}
+
+// timed runs q runs times and returns the median time and the rows of the
+// last run.
+func timed(ctx context.Context, conn driver.Conn, q string, runs int) (time.Duration, int, error) {
+	var times []time.Duration
+	n := 0
+	for range runs {
+		start := time.Now()
+		rows, err := conn.Query(ctx, q)
+		if err != nil {
+			return 0, 0, err
+		}
+		n = 0
+		for rows.Next() {
+			n++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, 0, err
+		}
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	return times[len(times)/2], n, nil
+}
+
+// bytesPerRow prints the compressed bytes a row of each outcome table
+// takes once its parts are merged.
+func bytesPerRow(ctx context.Context, conn driver.Conn, db string, stdout io.Writer) error {
+	fmt.Fprintln(stdout, "\n| table | rows, merged | compressed bytes a row |")
+	fmt.Fprintln(stdout, "|---|---|---|")
+	for _, t := range []string{"name_failures", "name_successes"} {
+		if err := conn.Exec(ctx, fmt.Sprintf("OPTIMIZE TABLE `%s`.%s FINAL", db, t)); err != nil {
+			return err
+		}
+		var rows, bytes uint64
+		q := "SELECT sum(rows), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = ? AND table = ?"
+		if err := conn.QueryRow(ctx, q, db, t).Scan(&rows, &bytes); err != nil {
+			return fmt.Errorf("size of %s: %w", t, err)
+		}
+		fmt.Fprintf(stdout, "| %s | %d | %.2f |\n", t, rows, float64(bytes)/float64(max(rows, 1)))
+	}
+	return nil
+}
