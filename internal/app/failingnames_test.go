@@ -1,13 +1,18 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 // --failing-names prints the names failing now, most passes in a row
@@ -79,5 +84,74 @@ func TestFailingNamesFlag(t *testing.T) {
 		if code, _, stderr := f.run(t, args...); code != ExitConfig {
 			t.Errorf("%v: exit %d, want %d\n%s", args, code, ExitConfig, stderr)
 		}
+	}
+}
+
+// A backfill over a name of each kind of failure the fake upstream can
+// serve, beside good ones, leaves a row in name_failures for each failing
+// name, with its stage, kind, HTTP status and attempts, and no secret in
+// any column; the good ones, a project without messages included, are in
+// name_successes.
+func TestNameFailuresRecordEachKind(t *testing.T) {
+	t.Parallel()
+	good := apitest.Project{ID: 1, NFT: "good.eth", Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 2, Percent: "50.00%"}}}
+	empty := apitest.Project{ID: 2, NFT: "empty.eth"}
+	unlisted := apitest.Project{ID: 3, NFT: "unlisted.eth"}
+	want := map[string]string{ // nft: stage kind http_status attempts
+		"missing.eth":   "details not_found 0 2",
+		"forbidden.eth": "details http_4xx 403 1",
+		"broken.eth":    "details http_5xx 502 2",
+		"limited.eth":   "details http_429 429 2",
+		"garbled.eth":   "details decode 0 2",
+		"cut.eth":       "details decode 0 2",
+		"slow.eth":      "details timeout 0 2",
+		"unlisted.eth":  "list refused 0 2",
+	}
+	names := []string{"good.eth", "empty.eth"}
+	for n := range want {
+		names = append(names, n)
+	}
+	f := newFixture(t, names, apitest.WithProjects(good, empty, unlisted),
+		apitest.WithFault("missing.eth", apitest.FailureEnvelope()),
+		apitest.WithFault("forbidden.eth", apitest.StatusFault(http.StatusForbidden, "")),
+		apitest.WithFault("broken.eth", apitest.StatusFault(http.StatusBadGateway, "")),
+		apitest.WithFault("limited.eth", apitest.RateLimited("0")),
+		apitest.WithFault("garbled.eth", apitest.InvalidJSON()),
+		apitest.WithFault("cut.eth", apitest.Truncated(10)),
+		apitest.WithFault("slow.eth", apitest.Slow(3*time.Second)),
+		apitest.WithListFault(unlisted.ID, apitest.FailureEnvelope()))
+	f.Env["READSYNC_MAX_RETRIES"] = "1"
+	f.Env["READSYNC_REQUEST_TIMEOUT"] = "300ms"
+	if code, _, stderr := f.run(t, "--backfill"); code != ExitFailed {
+		t.Fatalf("--backfill: exit %d, want %d\n%s", code, ExitFailed, stderr)
+	}
+	rows, err := f.DB.Conn.Query(context.Background(), "SELECT nft, stage, kind, http_status, attempts, run_id, shard, schedule, error FROM "+f.DB.Table("name_failures"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for rows.Next() {
+		var nft, stage, kind, runID, shard, schedule, text string
+		var status uint16
+		var attempts uint32
+		if err := rows.Scan(&nft, &stage, &kind, &status, &attempts, &runID, &shard, &schedule, &text); err != nil {
+			t.Fatal(err)
+		}
+		if _, twice := got[nft]; twice {
+			t.Errorf("%s: two failure rows for one pass", nft)
+		}
+		got[nft] = fmt.Sprintf("%s %s %d %d", stage, kind, status, attempts)
+		f.NoSecrets(t, strings.Join([]string{nft, stage, kind, runID, shard, schedule, text}, " "))
+		if text == "" || runID == "" {
+			t.Errorf("%s: error %q, run %q", nft, text, runID)
+		}
+	}
+	rows.Close()
+	if !maps.Equal(got, want) {
+		t.Errorf("name_failures:\n%v\nwant\n%v", got, want)
+	}
+	read := sinktest.Lines(t, f.DB.Conn, "SELECT nft FROM "+f.DB.Table("name_successes")+" ORDER BY nft")
+	if !slices.Equal(read, []string{"empty.eth", "good.eth"}) {
+		t.Errorf("name_successes: %v, want empty.eth and good.eth", read)
 	}
 }
