@@ -11,41 +11,11 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
-	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
-// openSink opens readsync's sink on dsn, closed when the test ends.
-func openSink(t *testing.T, dsn string, opts ...clickhouse.Option) *clickhouse.ClickHouse {
-	t.Helper()
-	d, err := chconn.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := clickhouse.OpenClickHouse(context.Background(), d, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	return ch
-}
-
-// openTestSink opens the sink on a fresh database, migrated.
-func openTestSink(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB) {
-	t.Helper()
-	db := sinktest.New(t)
-	ch := openSink(t, db.DSN)
-	ctx := context.Background()
-	// Twice: migrations must be idempotent.
-	for i := 0; i < 2; i++ {
-		if err := ch.Migrate(ctx); err != nil {
-			t.Fatalf("migrate run %d: %v", i+1, err)
-		}
-	}
-	return ch, db
-}
-
 func TestClickHouseRoundTrip(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
 	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	ts := sink.TimeOf(at)
@@ -102,7 +72,7 @@ func TestClickHouseRoundTrip(t *testing.T) {
 // The higher version of a key wins under FINAL, whatever the order the
 // writes arrive in (a spooled batch can land after a newer one).
 func TestClickHouseUpsertByVersion(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
 	ts := sink.TimeOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	for _, v := range []uint64{101, 100} {
@@ -128,7 +98,7 @@ func TestClickHouseUpsertByVersion(t *testing.T) {
 // begins. The row counts straddle block boundaries: one past two blocks,
 // and exactly two.
 func TestClickHouseWriteSpansBlocks(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
 	ts := sink.TimeOf(time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC))
 	const messages, snapshots = 2*chconn.InsertBlockRows + 1, 2 * chconn.InsertBlockRows
@@ -177,7 +147,7 @@ func TestClickHouseWriteSpansBlocks(t *testing.T) {
 }
 
 func TestClickHouseRecordRun(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	run := sink.Run{RunID: "r1", Schedule: "hourly", Trigger: "cron", SnapshotAt: at, StartedAt: at, FinishedAt: at.Add(time.Second),
 		NFTTotal: 3, NFTOK: 2, NFTFailed: 1, Messages: 7, Status: "partial", Error: "1 of 3 names failed"}

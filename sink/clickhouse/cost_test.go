@@ -8,6 +8,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // The history of the cost tests: projects of messages snapshotted once a
@@ -53,7 +54,7 @@ func TestPassReadsFollowTheChange(t *testing.T) {
 func measurePass(t *testing.T, depth int) costs {
 	t.Helper()
 	db := sinktest.New(t)
-	ch := openSettled(t, db)
+	ch := historytest.OpenSettled(t, db)
 	ctx := context.Background()
 	importHistory(t, db, depth)
 	if _, err := ch.Reconcile(ctx); err != nil {
@@ -86,7 +87,7 @@ func measurePass(t *testing.T, depth int) costs {
 	if rep.ChangedSnapshots != costProjects || !rep.CaughtUp {
 		t.Fatalf("the step after the pass: %+v, want the pass's %d project snapshots read and nothing waiting", rep, costProjects)
 	}
-	assertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, time.Time{})
 	return costs{pass: passReads.Rows(), step: rep.ReadRows}
 }
 

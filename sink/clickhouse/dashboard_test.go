@@ -18,6 +18,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 const (
@@ -241,7 +242,7 @@ const failingNamesPanel = "Failing names"
 // backfills', under the empty schedule), and no name that recovered.
 func TestDashboardFailingNames(t *testing.T) {
 	t.Parallel()
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	writeRunsFixture(t, ch)
 	writeDashboardFixture(t, ch)
 	ctx := context.Background()
@@ -310,7 +311,7 @@ func TestDashboardFailingNames(t *testing.T) {
 // and of no other. A typo, a function 18.16 lacks, or a variable that holds
 // names where the SQL wants ids fails here and not in front of a user.
 func TestDashboardQueries(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	writeRunsFixture(t, ch)
 	writeDashboardFixture(t, ch)
 	conn := openDatabase(t, db)

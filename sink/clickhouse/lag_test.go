@@ -11,13 +11,14 @@ import (
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/verify"
 )
 
 // openCluster opens readsync's ClickHouse on a node of the cluster.
 func openCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
 	t.Helper()
-	return openSink(t, c.DSNs[node], clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
+	return historytest.OpenSink(t, c.DSNs[node], clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
 }
 
 // A refresh that reads a replica behind its peer computes a snapshot's

@@ -6,6 +6,7 @@ import (
 
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // When the schema is current, starting only reads: on a connection the
@@ -16,7 +17,7 @@ import (
 func TestMigratedWhenTheSchemaIsCurrent(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	open := func(dsn string) *clickhouse.ClickHouse { return openSink(t, dsn) }
+	open := func(dsn string) *clickhouse.ClickHouse { return historytest.OpenSink(t, dsn) }
 	if err := open(db.DSN).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

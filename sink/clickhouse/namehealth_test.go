@@ -12,6 +12,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/spool"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestNameHealthFollowsThePasses(t *testing.T) {
 	t.Parallel()
 	db := sinktest.New(t)
-	pods := []*clickhouse.ClickHouse{openSink(t, db.DSN), openSink(t, db.DSN)}
+	pods := []*clickhouse.ClickHouse{historytest.OpenSink(t, db.DSN), historytest.OpenSink(t, db.DSN)}
 	ctx := context.Background()
 	if err := pods[0].Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -118,7 +119,7 @@ func TestNameHealthFollowsThePasses(t *testing.T) {
 func TestNameOutcomesComeThroughTheSpool(t *testing.T) {
 	t.Parallel()
 	db := sinktest.New(t)
-	ch := openSink(t, db.DSN)
+	ch := historytest.OpenSink(t, db.DSN)
 	ctx := context.Background()
 	sp, err := spool.Open(t.TempDir(), 1<<20, slog.New(slog.DiscardHandler))
 	if err != nil {

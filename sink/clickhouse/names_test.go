@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -15,7 +16,7 @@ import (
 // other sources; a query of another shape, or one that writes, is an
 // error naming the schedule and the source.
 func TestQueryNames(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
 	table := db.Table("tracked_projects")
 	for _, q := range []string{

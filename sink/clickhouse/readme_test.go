@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // readmeQueries returns the statements of the sql blocks of the README
@@ -40,8 +42,8 @@ func readmeQueries(t *testing.T) []string {
 // database readsync set up, with the server's default settings: run on both
 // tested releases by `make test`.
 func TestREADMEQueriesRun(t *testing.T) {
-	ch, db := openTestSink(t)
-	writeViewFixture(t, ch)
+	ch, db := historytest.OpenTestSink(t)
+	historytest.WriteViewFixture(t, ch)
 	conn := openDatabase(t, db)
 	qs := readmeQueries(t)
 	if len(qs) < 6 {

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // Rows that reach message_read_snapshots without readsync's refresh (a
@@ -20,12 +20,12 @@ import (
 // reconcile, which finds them in the changes the server recorded and
 // refreshes them; a reconcile of what is current rewrites nothing.
 func TestReconcileRefreshesWhatChanged(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
-	h := newHistory(t, ch)
+	h := historytest.NewHistory(t, ch)
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	h.pass(day.Add(4 * time.Hour))
-	h.pass(day.Add(8 * time.Hour))
+	h.Pass(day.Add(4 * time.Hour))
+	h.Pass(day.Add(8 * time.Hour))
 	reconcile := func() derived.ReconcileReport {
 		t.Helper()
 		rep, err := ch.Reconcile(ctx)
@@ -43,13 +43,13 @@ func TestReconcileRefreshesWhatChanged(t *testing.T) {
 	// of 20:00 recorded as missed, inside the interval of a snapshot
 	// written at 24:00.
 	for _, at := range []time.Duration{16, 12} {
-		for p := int64(1); p <= historyProjects; p++ {
-			b := h.fetch(p, day.Add(at*time.Hour), h.nextVersion())
-			insertDirect(t, db, b)
+		for p := int64(1); p <= historytest.Projects; p++ {
+			b := h.Fetch(p, day.Add(at*time.Hour), h.NextVersion())
+			historytest.InsertDirect(t, db, b)
 		}
 	}
-	h.pass(day.Add(24 * time.Hour))
-	h.recordTick(day.Add(20*time.Hour), "missed")
+	h.Pass(day.Add(24 * time.Hour))
+	h.RecordTick(day.Add(20*time.Hour), "missed")
 	rep, err := ch.Verify(ctx, time.Time{})
 	if err != nil {
 		t.Fatal(err)
@@ -61,44 +61,10 @@ func TestReconcileRefreshesWhatChanged(t *testing.T) {
 	if rep2.Rewritten == 0 || rep2.ChangedTicks == 0 {
 		t.Errorf("reconcile: %+v, want rows rewritten and the late tick read", rep2)
 	}
-	assertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, time.Time{})
 	if rep := reconcile(); rep.Rewritten != 0 {
 		t.Errorf("a second reconcile rewrote %d rows of what was current", rep.Rewritten)
 	}
-}
-
-// openSettled opens a second sink on db whose reconcile reads a change a
-// second after its time, migrated: for tests that write and then wait for
-// the steps.
-func openSettled(t *testing.T, db *sinktest.DB) *clickhouse.ClickHouse {
-	t.Helper()
-	ch := openSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second))
-	if err := ch.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return ch
-}
-
-// writeUnrefreshed writes n project snapshots, each project's at its own
-// time, straight into the tables, as a killed process or a hand INSERT
-// leaves them: changed, never refreshed. It returns the distinct project
-// snapshots written, and waits until they are older than the settle delay.
-func writeUnrefreshed(t *testing.T, db *sinktest.DB, h *history, projects int64, at time.Time) int {
-	t.Helper()
-	var all sink.Batch
-	n := 0
-	for p := int64(1); p <= projects; p++ {
-		for i := range 3 {
-			b := h.fetch(p, at.Add(time.Duration(i)*time.Hour), h.nextVersion())
-			all.Projects = append(all.Projects, b.Projects...)
-			all.Messages = append(all.Messages, b.Messages...)
-			all.Snapshots = append(all.Snapshots, b.Snapshots...)
-			n++
-		}
-	}
-	insertDirect(t, db, all)
-	time.Sleep(2100 * time.Millisecond) // the settle delay, in whole seconds
-	return n
 }
 
 // A backlog drains in steps of at most the limit, each from where the
@@ -106,10 +72,10 @@ func writeUnrefreshed(t *testing.T, db *sinktest.DB, h *history, projects int64,
 // reads nothing, and every view equals its brute force.
 func TestReconcileStepsReadEachChangeOnce(t *testing.T) {
 	db := sinktest.New(t)
-	ch := openSettled(t, db)
+	ch := historytest.OpenSettled(t, db)
 	ctx := context.Background()
-	h := newHistory(t, ch)
-	n := writeUnrefreshed(t, db, h, 20, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	h := historytest.NewHistory(t, ch)
+	n := historytest.WriteUnrefreshed(t, db, h, 20, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
 
 	const limit = 7
 	read, steps := 0, 0
@@ -139,7 +105,7 @@ func TestReconcileStepsReadEachChangeOnce(t *testing.T) {
 	if rep, err := ch.ReconcileStep(ctx, "", limit); err != nil || rep.ChangedSnapshots != 0 || rep.Refreshed != 0 {
 		t.Errorf("a step after the backlog drained: %+v, %v; want nothing read", rep, err)
 	}
-	assertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, time.Time{})
 }
 
 // Three daemons beside one backlog, as the pods of a StatefulSet: one
@@ -148,9 +114,9 @@ func TestReconcileStepsReadEachChangeOnce(t *testing.T) {
 func TestDaemonsShareOneBacklog(t *testing.T) {
 	db := sinktest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	chs := []*clickhouse.ClickHouse{openSettled(t, db), openSettled(t, db), openSettled(t, db)}
-	h := newHistory(t, chs[0])
-	n := writeUnrefreshed(t, db, h, 30, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	chs := []*clickhouse.ClickHouse{historytest.OpenSettled(t, db), historytest.OpenSettled(t, db), historytest.OpenSettled(t, db)}
+	h := historytest.NewHistory(t, chs[0])
+	n := historytest.WriteUnrefreshed(t, db, h, 30, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
 
 	const limit = 5
 	var loops sync.WaitGroup
@@ -213,7 +179,7 @@ func TestDaemonsShareOneBacklog(t *testing.T) {
 	if deferred[0]+deferred[1]+deferred[2] == 0 {
 		t.Error("no daemon left a step to another")
 	}
-	assertVerified(t, chs[0], time.Time{})
+	historytest.AssertVerified(t, chs[0], time.Time{})
 }
 
 // A database release 0.4.0 migrated and reconciled (schema version 7)
@@ -224,9 +190,7 @@ func TestDaemonsShareOneBacklog(t *testing.T) {
 func TestReconcileUpgradeFrom0_4(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	if err := clickhouse.MigrateFirst(ctx, openSink(t, db.DSN), 7); err != nil {
-		t.Fatal(err)
-	}
+	historytest.MigrateFirst(t, db.DSN, 7)
 	exec := func(q string) {
 		t.Helper()
 		if err := db.Conn.Exec(ctx, q); err != nil {
@@ -244,9 +208,9 @@ func TestReconcileUpgradeFrom0_4(t *testing.T) {
 SELECT now() - 300, now() - 3600, now() - 300, 0, 0, 0, 0, 0`, db.Table("reconciles")))
 	exec(fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT now() - 1800, 1, toDateTime('2026-03-01 04:00:00')", db.Table("snapshot_changes")))
 	exec(fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT now() - 600, 2, toDateTime('2026-03-01 04:00:00')", db.Table("snapshot_changes")))
-	ch := openSettled(t, db)
-	h := newHistory(t, ch)
-	n := writeUnrefreshed(t, db, h, 2, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	ch := historytest.OpenSettled(t, db)
+	h := historytest.NewHistory(t, ch)
+	n := historytest.WriteUnrefreshed(t, db, h, 2, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
 
 	rep, err := ch.ReconcileStep(ctx, "", 1000)
 	if err != nil {
@@ -255,5 +219,5 @@ SELECT now() - 300, now() - 3600, now() - 300, 0, 0, 0, 0, 0`, db.Table("reconci
 	if rep.ChangedSnapshots != n+1 {
 		t.Errorf("the first step read %d changes, want the %d written since and the one within the overlap", rep.ChangedSnapshots, n)
 	}
-	assertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, time.Time{})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // The move on a sharded cluster, where 18.16 cannot rename the
@@ -45,14 +46,14 @@ PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at
 
 	topo := clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath})
 	opts := []clickhouse.Option{topo, clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(schema.ResortOptions{Settle: time.Second, StepRows: 40})}
-	ch := openSink(t, c.DSNs[0], opts...)
+	ch := historytest.OpenSink(t, c.DSNs[0], opts...)
 	if err := ch.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	h := newHistory(t, ch)
-	h.generate(false)
+	h := historytest.NewHistory(t, ch)
+	h.Generate(false)
 	for i := range 3 {
-		h.pass(time.Date(2026, 4, 2, 8*i, 0, 0, 0, time.UTC))
+		h.Pass(time.Date(2026, 4, 2, 8*i, 0, 0, 0, time.UTC))
 	}
 	rows := func(table string) []string {
 		t.Helper()
@@ -118,7 +119,7 @@ PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	_, _ = ch.ResortStep(cctx)
 	cancel()
-	ch2 := openSink(t, c.DSNs[0], opts...)
+	ch2 := historytest.OpenSink(t, c.DSNs[0], opts...)
 	for i := 0; ; i++ {
 		if i > 200 {
 			t.Fatal("the move did not end in 200 steps")
@@ -163,14 +164,14 @@ PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at
 	}
 	// The views take the rows written through the moved table, on both
 	// shards.
-	h2 := newHistory(t, ch2)
-	h2.version = h.version
-	h2.pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
+	h2 := historytest.NewHistory(t, ch2)
+	h2.Version = h.Version
+	h2.Pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
 	time.Sleep(2100 * time.Millisecond)
 	if _, err := ch2.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertVerified(t, ch2, time.Time{})
+	historytest.AssertVerified(t, ch2, time.Time{})
 }
 
 // containsWord reports whether s holds word as a whole identifier.

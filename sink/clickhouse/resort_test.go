@@ -13,6 +13,7 @@ import (
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // createPreviousSnapshots creates message_read_snapshots in db as releases
@@ -61,7 +62,7 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 	db := sinktest.New(t)
 	createPreviousSnapshots(t, db)
 	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(schema.ResortOptions{Settle: time.Second, StepRows: 40})}
-	ch := openSink(t, db.DSN, opts...)
+	ch := historytest.OpenSink(t, db.DSN, opts...)
 	ctx := context.Background()
 	if err := ch.Migrate(ctx); err != nil {
 		t.Fatal(err)
@@ -70,10 +71,10 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 		t.Fatalf("the previous release's table has the sort key %q", got)
 	}
 	// Its history: two months.
-	h := newHistory(t, ch)
-	h.generate(false)
+	h := historytest.NewHistory(t, ch)
+	h.Generate(false)
 	for i := range 3 {
-		h.pass(time.Date(2026, 4, 2, 8*i, 0, 0, 0, time.UTC))
+		h.Pass(time.Date(2026, 4, 2, 8*i, 0, 0, 0, time.UTC))
 	}
 
 	// A process of the previous release goes on writing, straight into
@@ -135,12 +136,12 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 	// that keeps the server's side open until the statement ends.
 	cut := ch
 	if sinktest.Lacks(sinktest.SurvivesKilledClient) {
-		cut = openSink(t, db.NewProxy(t).DSN, opts...)
+		cut = historytest.OpenSink(t, db.NewProxy(t).DSN, opts...)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	_, _ = cut.ResortStep(cctx)
 	cancel()
-	ch2 := openSink(t, db.DSN, opts...)
+	ch2 := historytest.OpenSink(t, db.DSN, opts...)
 	for i := 0; ; i++ {
 		if i > 200 {
 			t.Fatal("the move did not end in 200 steps")
@@ -179,12 +180,12 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 		t.Errorf("a step after the move: %+v, %v; want nothing left", rep, err)
 	}
 	// The views take the rows written through the moved table.
-	h2 := newHistory(t, ch2)
-	h2.version = h.version
-	h2.pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
+	h2 := historytest.NewHistory(t, ch2)
+	h2.Version = h.Version
+	h2.Pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
 	time.Sleep(2100 * time.Millisecond)
 	if _, err := ch2.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertVerified(t, ch2, time.Time{})
+	historytest.AssertVerified(t, ch2, time.Time{})
 }

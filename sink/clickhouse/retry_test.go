@@ -9,6 +9,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // A user's defaults that would break exactly-once do not reach readsync's
@@ -40,22 +41,22 @@ func TestRetriedWriteLeavesEveryViewExact(t *testing.T) {
 		t.Run(defaults, func(t *testing.T) {
 			ctx := context.Background()
 			db := sinktest.New(t)
-			ch := openSink(t, withDSNSettings(t, db.DSN, defaults))
+			ch := historytest.OpenSink(t, withDSNSettings(t, db.DSN, defaults))
 			if err := ch.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
 			flag := addFailingView(t, db)
-			h := newHistory(t, ch)
+			h := historytest.NewHistory(t, ch)
 			day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-			h.pass(day.Add(4 * time.Hour))
+			h.Pass(day.Add(4 * time.Hour))
 			var b sink.Batch
-			for p := int64(1); p <= historyProjects; p++ {
-				f := h.fetch(p, day.Add(8*time.Hour), h.nextVersion())
+			for p := int64(1); p <= historytest.Projects; p++ {
+				f := h.Fetch(p, day.Add(8*time.Hour), h.NextVersion())
 				b.Projects = append(b.Projects, f.Projects...)
 				b.Messages = append(b.Messages, f.Messages...)
 				b.Snapshots = append(b.Snapshots, f.Snapshots...)
 			}
-			b.Schedule = historySchedule
+			b.Schedule = historytest.Schedule
 
 			flag(true)
 			if err := ch.Write(ctx, &b); err == nil {
@@ -67,7 +68,7 @@ func TestRetriedWriteLeavesEveryViewExact(t *testing.T) {
 					t.Fatalf("write again (%d): %v", try+1, err)
 				}
 			}
-			assertVerified(t, ch, time.Time{})
+			historytest.AssertVerified(t, ch, time.Time{})
 			assertWritesOnce(t, db)
 		})
 	}
@@ -147,7 +148,7 @@ func assertWritesOnce(t *testing.T, db *sinktest.DB) {
 			t.Fatalf("%s: nothing to compare; the fixture wrote no rows", c.name)
 		}
 		if fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s holds a write more or less than once:\n%s", c.name, diffLines(got, want))
+			t.Errorf("%s holds a write more or less than once:\n%s", c.name, historytest.DiffLines(got, want))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // Any batch shape writes with the server's default settings, its derived
@@ -24,7 +25,7 @@ func TestBatchShapes(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ch, db := openTestSink(t)
+			ch, db := historytest.OpenTestSink(t)
 			ctx := context.Background()
 			at := sink.TimeOf(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 			var b sink.Batch
@@ -49,7 +50,7 @@ func TestBatchShapes(t *testing.T) {
 			if err := ch.Write(ctx, &b); err != nil {
 				t.Fatal(err)
 			}
-			rep := assertVerified(t, ch, time.Time{})
+			rep := historytest.AssertVerified(t, ch, time.Time{})
 			for _, v := range rep.Views {
 				want := 2 * tt.projects
 				switch v.View {

@@ -11,6 +11,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // A row with a different value in every column comes back from ClickHouse
@@ -20,7 +21,7 @@ import (
 // description.
 func TestTablesRoundTripByColumnName(t *testing.T) {
 	db := sinktest.New(t)
-	ch := openSink(t, db.DSN)
+	ch := historytest.OpenSink(t, db.DSN)
 	ctx := context.Background()
 
 	at := func(h int) time.Time { return time.Date(2026, 4, 5, h, 7, 8, 0, time.UTC) }

@@ -7,50 +7,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/verify"
 )
-
-// assertVerified fails t when Verify finds a view that differs from its
-// brute force, naming every row that does.
-func assertVerified(t *testing.T, ch *clickhouse.ClickHouse, since time.Time) verify.Report {
-	t.Helper()
-	rep, err := ch.Verify(context.Background(), since)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range rep.Views {
-		if v.Differs() {
-			t.Errorf("%s differs from its brute force:\n%s", v.View, describeDiff(v))
-		}
-	}
-	return rep
-}
-
-func describeDiff(v verify.ViewDiff) string {
-	var b strings.Builder
-	for _, d := range v.Missing {
-		fmt.Fprintf(&b, "  missing %s: %s\n", d.Key, d.Want)
-	}
-	for _, d := range v.Extra {
-		fmt.Fprintf(&b, "  extra   %s: %s\n", d.Key, d.Got)
-	}
-	for _, d := range v.Wrong {
-		fmt.Fprintf(&b, "  wrong   %s:\n    got  %s\n    want %s\n", d.Key, d.Got, d.Want)
-	}
-	return b.String()
-}
 
 // Verify's brute force agrees with the views over the generated history,
 // whole and from a day in its middle, and each has rows in every view:
 // a check that compared nothing would pass too.
 func TestVerifyFindsTheViewsRight(t *testing.T) {
-	ch, _ := openTestSink(t)
-	newHistory(t, ch).generate(true)
+	ch, _ := historytest.OpenTestSink(t)
+	historytest.NewHistory(t, ch).Generate(true)
 	for _, since := range []time.Time{{}, time.Date(2026, 3, 2, 13, 0, 0, 0, time.UTC)} {
-		rep := assertVerified(t, ch, since)
+		rep := historytest.AssertVerified(t, ch, since)
 		if len(rep.Views) != len(schema.Views()) {
 			t.Fatalf("%d views verified, want %d", len(rep.Views), len(schema.Views()))
 		}
@@ -65,14 +35,14 @@ func TestVerifyFindsTheViewsRight(t *testing.T) {
 // Each kind of difference, written by hand into a rollup, is found in the
 // view it shows in, with its key, and Repair mends it.
 func TestVerifyFindsAndRepairsEachDifference(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
-	h := newHistory(t, ch)
+	h := historytest.NewHistory(t, ch)
 	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 6 {
-		h.pass(day.Add(time.Duration(4*i) * time.Hour))
+		h.Pass(day.Add(time.Duration(4*i) * time.Hour))
 	}
-	assertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, time.Time{})
 	exec := func(q string) {
 		t.Helper()
 		if err := db.Conn.Exec(ctx, q); err != nil {
@@ -96,7 +66,7 @@ SELECT 2, toDateTime('2026-03-01 08:00:00', 'UTC'), '9', toDateTime('2026-03-01 
 	}
 	found := map[string]string{}
 	for _, v := range rep.Views {
-		found[v.View] = describeDiff(v)
+		found[v.View] = historytest.DescribeDiff(v)
 	}
 	for view, want := range map[string]string{
 		"project_read_daily":     "missing project_id=1 day=2026-03-01",
@@ -114,7 +84,7 @@ SELECT 2, toDateTime('2026-03-01 08:00:00', 'UTC'), '9', toDateTime('2026-03-01 
 	if err := ch.Repair(ctx, rep); err != nil {
 		t.Fatal(err)
 	}
-	assertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, time.Time{})
 }
 
 // deleteRows deletes the rows of one of the test database's tables that
@@ -142,13 +112,13 @@ func deleteRows(t *testing.T, db *sinktest.DB, table, where string) {
 // does a tick of ten days ago recorded now, for the projects of its
 // schedule. What was written before the window is not compared.
 func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
-	ch, db := openTestSink(t)
+	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
-	h := newHistory(t, ch)
+	h := historytest.NewHistory(t, ch)
 	day := time.Now().UTC().AddDate(0, 0, -10).Truncate(24 * time.Hour)
 	at := func(hour int) time.Time { return day.Add(time.Duration(hour) * time.Hour) }
 	for _, hour := range []int{4, 12, 20} {
-		h.pass(at(hour))
+		h.Pass(at(hour))
 	}
 	// The history as if written long ago: its change logs' rows gone, as
 	// when their month's partition is dropped.
@@ -158,7 +128,7 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 		}
 	}
 	since := time.Now().Add(-48 * time.Hour)
-	rep := assertVerified(t, ch, since)
+	rep := historytest.AssertVerified(t, ch, since)
 	for _, v := range rep.Views {
 		if v.Rows != 0 {
 			t.Errorf("%s: %d rows compared in a window where nothing was taken or written", v.View, v.Rows)
@@ -167,8 +137,8 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 
 	// Project 2 fetched at 08:00 and written now, as by a backfill with
 	// --snapshot-at; the gains at 12:00, which now count from it, lost.
-	b := h.fetch(2, at(8), h.nextVersion())
-	h.write(&b)
+	b := h.Fetch(2, at(8), h.NextVersion())
+	h.Write(&b)
 	deleteRows(t, db, "project_read_gain_rollup", fmt.Sprintf("project_id = 2 AND snapshot_at = toDateTime(%d)", at(12).Unix()))
 	rep, err := ch.Verify(ctx, since)
 	if err != nil {
@@ -182,19 +152,19 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 	if _, err := ch.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertVerified(t, ch, since)
+	historytest.AssertVerified(t, ch, since)
 
 	// The tick of 16:00, missed, recorded now (as a daemon records the
 	// ticks it missed when it starts): every project's gains at 20:00
 	// count it, and the day's coverage does.
-	h.recordTick(at(16), "missed")
+	h.RecordTick(at(16), "missed")
 	if rep, err = ch.Verify(ctx, since); err != nil {
 		t.Fatal(err)
 	}
-	if rep.Ticks != 1 || rep.Earlier != historyProjects {
-		t.Errorf("the window holds %d ticks written since, and %d projects from before it; want 1 and %d", rep.Ticks, rep.Earlier, historyProjects)
+	if rep.Ticks != 1 || rep.Earlier != historytest.Projects {
+		t.Errorf("the window holds %d ticks written since, and %d projects from before it; want 1 and %d", rep.Ticks, rep.Earlier, historytest.Projects)
 	}
-	for p := 1; p <= historyProjects; p++ {
+	for p := 1; p <= historytest.Projects; p++ {
 		wantDiff(t, rep, "project_read_gains", fmt.Sprintf("wrong   project_id=%d snapshot_at=%s", p, at(20).Format(time.RFC3339)))
 	}
 	for _, v := range rep.Views {
@@ -205,7 +175,7 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 	if _, err := ch.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	assertVerified(t, ch, since)
+	historytest.AssertVerified(t, ch, since)
 }
 
 // wantDiff fails t unless rep says that view differs in a row described
@@ -214,7 +184,7 @@ func wantDiff(t *testing.T, rep verify.Report, view, want string) {
 	t.Helper()
 	for _, v := range rep.Views {
 		if v.View == view {
-			if got := describeDiff(v); !strings.Contains(got, want) {
+			if got := historytest.DescribeDiff(v); !strings.Contains(got, want) {
 				t.Errorf("%s: the report lacks %q:\n%s", view, want, got)
 			}
 			return
