@@ -23,8 +23,8 @@ import (
 //
 // The view that fails is the test's own, on message_read_snapshots: it
 // throws while its flag table holds a row. 18.16 has no deduplication
-// tokens: there a repeated INSERT is added again, by design (see
-// TestViewsEqualBruteForceRedelivered).
+// tokens: there a repeated INSERT is added again, by design (see package
+// derived's TestViewsEqualBruteForceRedelivered).
 func TestRetriedWriteLeavesEveryViewExact(t *testing.T) {
 	sinktest.Require(t, sinktest.DedupTokens)
 	// On 26.7.2.1 the first two break a view or a rollup unless the
