@@ -1,4 +1,4 @@
-package clickhouse_test
+package derived_test
 
 import (
 	"context"
