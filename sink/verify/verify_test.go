@@ -1,4 +1,4 @@
-package clickhouse_test
+package verify_test
 
 import (
 	"context"
@@ -179,7 +179,7 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 }
 
 // wantDiff fails t unless rep says that view differs in a row described
-// as want (as describeDiff writes it).
+// as want (as historytest.DescribeDiff writes it).
 func wantDiff(t *testing.T, rep verify.Report, view, want string) {
 	t.Helper()
 	for _, v := range rep.Views {
