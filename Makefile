@@ -44,8 +44,10 @@ BENCH_HISTORY_MESSAGES ?= 10
 TOOLS_BIN := $(shell scripts/tools.sh bin)
 export PATH := $(TOOLS_BIN):$(PATH)
 # go test's limit on one package's tests, for each run of `make test`. The
-# longest packages, internal/app and sink/clickhouse, take about 5 to 6
-# minutes each on 18.16 and 5 on the current release with -race (the
+# longest package, internal/app, takes about 5 to 6 minutes on 18.16 and 5
+# on the current release with -race, and sink/clickhouse took as long until
+# the tests of the derived rows and of --verify moved to sink/derived and
+# sink/verify, which took two fifths to half of its time with them (the
 # packages run two at a time, so a run takes about what they add up to,
 # halved); a move test whose step was cut off while it took the migration
 # lock waits two more minutes for the lock's lease. The limits leave room
