@@ -8,18 +8,11 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink"
-	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/verify"
 )
-
-// openCluster opens readsync's ClickHouse on a node of the cluster.
-func openCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
-	t.Helper()
-	return historytest.OpenSink(t, c.DSNs[node], clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
-}
 
 // A refresh that reads a replica behind its peer computes a snapshot's
 // gains from stale rows, and so does the reconcile right after it, while
@@ -29,7 +22,7 @@ func openCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickH
 func TestReconcileMendsARefreshOfALaggingReplica(t *testing.T) {
 	c := sinktest.NewCluster(t, sinktest.Replicated)
 	ctx := context.Background()
-	chs := []*clickhouse.ClickHouse{openCluster(t, c, 0), openCluster(t, c, 1)}
+	chs := []*clickhouse.ClickHouse{historytest.OpenCluster(t, c, 0), historytest.OpenCluster(t, c, 1)}
 	if err := chs[0].Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -11,29 +11,14 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
-	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 // clusterNames are the names of the cluster's database and tables.
 func clusterNames(c *sinktest.Cluster) chconn.Names {
 	return chconn.NewNames(c.Database, chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath})
-}
-
-// openCluster opens readsync's ClickHouse on a node of the cluster.
-func openCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
-	t.Helper()
-	d, err := chconn.ParseDSN(c.DSNs[node])
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := clickhouse.OpenClickHouse(context.Background(), d, clickhouse.WithTopology(clusterNames(c).Topology()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	return ch
 }
 
 // openConn connects to a node of the cluster, to write rows as the first
@@ -61,7 +46,7 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 		t.Run(topo, func(t *testing.T) {
 			c := sinktest.NewCluster(t, topo)
 			ctx := context.Background()
-			ch := openCluster(t, c, 0)
+			ch := historytest.OpenCluster(t, c, 0)
 			conn, names := openConn(t, c, 0), clusterNames(c)
 			// History before the upgrade, folded by the migration, then
 			// writes through the materialized views and the day refresh.

@@ -13,33 +13,18 @@ import (
 
 	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink"
-	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/spool"
 )
-
-// openClickHouse connects to dsn for the rest of the test.
-func openClickHouse(t *testing.T, dsn string) *clickhouse.ClickHouse {
-	t.Helper()
-	parsed, err := chconn.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := clickhouse.OpenClickHouse(context.Background(), parsed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
-	return ch
-}
 
 // migrated is a test database with readsync's tables, and a connection
 // to it.
 func migrated(t *testing.T) (*sinktest.DB, *clickhouse.ClickHouse) {
 	t.Helper()
 	db := sinktest.New(t)
-	ch := openClickHouse(t, db.DSN)
+	ch := historytest.OpenSink(t, db.DSN)
 	if err := ch.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +225,7 @@ func TestRefusedEntryIsQuarantinedAndRetried(t *testing.T) {
 // however often it flushes, and nothing is quarantined.
 func TestRefusalOfEveryWriteQuarantinesNothing(t *testing.T) {
 	db, _ := migrated(t)
-	reader := openClickHouse(t, db.ReaderDSN(t))
+	reader := historytest.OpenSink(t, db.ReaderDSN(t))
 	s, log := openLogged(t, t.TempDir())
 	put(t, s, projectBatch(1, "1"), projectBatch(2, "2"))
 	for i := range spool.QuarantineAfter + 1 {

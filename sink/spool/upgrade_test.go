@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/readsync/readsync/sink/chconn"
-	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
+	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/spool"
 )
 
@@ -25,16 +24,8 @@ func TestReplaysPreviousReleaseEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := sinktest.New(t)
-	dsn, err := chconn.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
-	ch, err := clickhouse.OpenClickHouse(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
+	ch := historytest.OpenSink(t, db.DSN)
 
 	n, err := sp.Flush(ctx, ch)
 	if err != nil || n != 2 {

@@ -1,9 +1,10 @@
-// Package historytest is what the tests of readsync's sink share beyond a
-// fresh database: opening the sink on one, a generated history written
-// the way readsync writes it, and the brute forces that judge the derived
-// rows over it. The tests of package clickhouse, of the derived rows
-// (package derived) and of their judge (package verify) use it; only tests
-// import it.
+// Package historytest is what the tests of readsync's sink packages share
+// beyond a fresh database: opening the sink on one, a generated history
+// written the way readsync writes it, and the brute forces that judge the
+// derived rows over it. It lets the tests of the derived rows and of their
+// judge live beside packages derived and verify rather than in package
+// clickhouse's tests, whose helpers no other package can import. Only
+// tests import it.
 package historytest
 
 import (
@@ -32,6 +33,13 @@ func OpenSink(t *testing.T, dsn string, opts ...clickhouse.Option) *clickhouse.C
 	}
 	t.Cleanup(func() { ch.Close() })
 	return ch
+}
+
+// OpenCluster opens readsync's sink on a node of the cluster, its tables
+// placed on the cluster, closed when the test ends.
+func OpenCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
+	t.Helper()
+	return OpenSink(t, c.DSNs[node], clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
 }
 
 // OpenTestSink opens the sink on a fresh database, migrated.
