@@ -258,6 +258,10 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, resolver *sync.
 	if err != nil {
 		a.log.Error("pass could not be recorded", "schedule", s.Name, "err", err)
 	}
+	select {
+	case a.passed <- struct{}{}:
+	default: // one is waiting already
+	}
 }
 
 // reconcileLoop is the daemon's reconcile (see derived.Loop): steps of at

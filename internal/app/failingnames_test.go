@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/apiclient/apitest"
+	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -153,5 +154,43 @@ func TestNameFailuresRecordEachKind(t *testing.T) {
 	read := sinktest.Lines(t, f.DB.Conn, "SELECT nft FROM "+f.DB.Table("name_successes")+" ORDER BY nft")
 	if !slices.Equal(read, []string{"empty.eth", "good.eth"}) {
 		t.Errorf("name_successes: %v, want empty.eth and good.eth", read)
+	}
+}
+
+// The daemon's metrics of the failing names come from name_health: they
+// count the names that failed READSYNC_NAMES_NOT_READ_PASSES passes in a
+// row, and a daemon started again reports them before its first pass.
+func TestNamesNotReadSurvivesARestart(t *testing.T) {
+	t.Parallel()
+	good := apitest.Project{ID: 1, NFT: "good.eth", Messages: []apitest.Message{{ID: 1, ReadCount: 1, Total: 2, Percent: "50.00%"}}}
+	f := newFixture(t, nil, apitest.WithProjects(good), apitest.WithFault("missing.eth", apitest.FailureEnvelope()))
+	f.Env["READSYNC_NAMES_NOT_READ_PASSES"] = "2"
+	f.WriteSchedules(t, "fast", "@every 1s", []string{"good.eth", "missing.eth"})
+	notRead := `readsync_names_not_read{schedule="fast"} 1`
+	log, stop := f.startDaemon(t)
+	base := apptest.ListenerURL(t, log.String)
+	apptest.Eventually(t, "a name not read for two passes in the metrics", func() bool {
+		_, m := apptest.Get(t, base, "/metrics")
+		return strings.Contains(m, notRead) && strings.Contains(m, `readsync_names_failing{schedule="fast"} 1`)
+	}, log.String)
+	passFinished := `"msg":"pass finished"`
+	if !strings.Contains(log.String(), passFinished) {
+		t.Fatalf("no %s in the log of the passes:\n%s", passFinished, log.String())
+	}
+	if code := stop(); code != ExitOK {
+		t.Fatalf("daemon exit %d", code)
+	}
+
+	// Started again on an hourly schedule, it runs no pass for a while.
+	f.WriteSchedules(t, "fast", "@every 1h", []string{"good.eth", "missing.eth"})
+	log, stop = f.startDaemon(t)
+	defer stop()
+	base = apptest.ListenerURL(t, log.String)
+	apptest.Eventually(t, "the count from name_health after the restart", func() bool {
+		_, m := apptest.Get(t, base, "/metrics")
+		return strings.Contains(m, notRead)
+	}, log.String)
+	if strings.Contains(log.String(), passFinished) {
+		t.Errorf("a pass ran after the restart: the count must come from the view")
 	}
 }

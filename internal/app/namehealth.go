@@ -8,34 +8,42 @@ import (
 )
 
 // nameHealthInterval is how often the daemon reads name_health into its
-// metrics: a minute, the finest a cron schedule ticks at, for a query
-// that reads a day of failures.
+// metrics when no pass has ended: a minute, the finest a cron schedule
+// ticks at, for a query that reads a day of failures.
 const nameHealthInterval = time.Minute
 
-// nameHealthLoop reads, every nameHealthInterval, how many names of each
-// schedule are failing and for how many passes in a row, into the
-// metrics the alert ReadsyncNamesNotRead reads. The counts come from the
-// database, not from this process's passes: they hold every pod's names,
-// and a restart keeps them.
+// nameHealthLoop reads how many names of each schedule are failing, and
+// for how many passes in a row, into the metrics the alert
+// ReadsyncNamesNotRead reads: once the schema is migrated, after each
+// cron pass of this process, and every nameHealthInterval for the other
+// pods' passes. The counts come from the database, not from this
+// process's passes: they hold every pod's names, and a restart keeps
+// them.
 func (a *app) nameHealthLoop(ctx context.Context, ch *clickhouse.ClickHouse) {
+	for !ch.Migrated() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 	t := time.NewTicker(nameHealthInterval)
 	defer t.Stop()
 	for {
-		if ch.Migrated() {
-			health, err := ch.NamesFailing(ctx, uint64(a.cfg.NamesNotReadPasses))
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				a.log.Warn("reading the failing names from name_health failed; the names' metrics keep their values", "err", err)
-			default:
-				a.metrics.ObserveNameHealth(health)
-			}
+		health, err := ch.NamesFailing(ctx, uint64(a.cfg.NamesNotReadPasses))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			a.log.Warn("reading the failing names from name_health failed; the names' metrics keep their values", "err", err)
+		default:
+			a.metrics.ObserveNameHealth(health)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-a.passed:
 		}
 	}
 }
