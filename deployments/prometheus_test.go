@@ -349,7 +349,7 @@ func TestAlertsInPrometheus(t *testing.T) {
 		return want
 	}
 	var (
-		upstreamDown   = alerts("ReadsyncNamesFailing", "ReadsyncUpstreamDegraded", "ReadsyncUpstreamDown", "ReadsyncNoSuccessfulPass")
+		upstreamDown   = alerts("ReadsyncNamesFailing", "ReadsyncNamesNotRead", "ReadsyncUpstreamDegraded", "ReadsyncUpstreamDown", "ReadsyncNoSuccessfulPass")
 		clickhouseDown = alerts("ReadsyncSpoolGrowing", "ReadsyncNothingDelivered")
 		timestamps     = alerts("ReadsyncNoSuccessfulPass", "ReadsyncNothingDelivered")
 		// The threshold of both timestamp alerts, scaled.

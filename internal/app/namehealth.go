@@ -35,7 +35,8 @@ func (a *app) nameHealthLoop(ctx context.Context, ch *clickhouse.ClickHouse) {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			a.log.Warn("reading the failing names from name_health failed; the names' metrics keep their values", "err", err)
+			a.log.Warn("reading the failing names from name_health failed; the names' metrics are left out until it answers", "err", err)
+			a.metrics.ForgetNameHealth()
 		default:
 			a.metrics.ObserveNameHealth(health)
 		}

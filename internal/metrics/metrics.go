@@ -413,3 +413,8 @@ func (m *Metrics) ObserveNames(schedule string, res sync.Resolution) { m.names.o
 func (m *Metrics) ObserveNameHealth(health map[string]clickhouse.NamesFailing) {
 	m.names.observeHealth(health)
 }
+
+// ForgetNameHealth removes those series when name_health cannot be read:
+// absent, an alert on them resolves rather than firing on stale counts
+// (the database's own alerts say why).
+func (m *Metrics) ForgetNameHealth() { m.names.forgetHealth() }

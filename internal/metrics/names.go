@@ -81,6 +81,17 @@ func (m *nameMetrics) observeHealth(health map[string]clickhouse.NamesFailing) {
 	}
 }
 
+// forgetHealth removes the failing names' series, which then say nothing
+// rather than what the database said before it stopped answering.
+func (m *nameMetrics) forgetHealth() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, g := range []*prometheus.GaugeVec{m.failing, m.notRead, m.failingPasses} {
+		g.Reset()
+	}
+	clear(m.health)
+}
+
 // setHealth sets the schedule's name_health series. The caller holds mu.
 func (m *nameMetrics) setHealth(schedule string, h clickhouse.NamesFailing) {
 	m.health[schedule] = true
