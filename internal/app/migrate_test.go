@@ -16,15 +16,15 @@ import (
 // insert deduplication tokens, which 18.16 lacks.
 func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	t.Helper()
-	const last = `5 "schedule coverage", 6 "reads gained", 7 "derived history that repairs itself", 8 "reconcile in bounded steps", 9 "snapshots sorted by project snapshot"`
+	const last = `5 "schedule coverage", 6 "reads gained", 7 "derived history that repairs itself", 8 "reconcile in bounded steps", 9 "snapshots sorted by project snapshot", 10 "name health"`
 	pending := `1 "create tables and views", 2 "dashboard rollups", 3 "views in the form current releases accept", `
 	var n uint64
 	f.Query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
 		"(SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window')", &n)
 	if n == 0 {
-		return 9, pending + last
+		return 10, pending + last
 	}
-	return 9, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
+	return 10, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
 }
 
 // --check reports a pending schema without creating anything; --migrate
@@ -55,9 +55,10 @@ func TestMigrateFlag(t *testing.T) {
 	// materialized views, the two day rollups, the gains rollup and the
 	// record of folds; the two change logs with theirs, the legacy
 	// schedules and the record of reconciles; the record of the move of
-	// the snapshot table onto its sort key.
-	if tables != 30 {
-		t.Errorf("%d tables and views after --migrate, want 30", tables)
+	// the snapshot table onto its sort key; the names' failures and
+	// successes and the view of their health.
+	if tables != 33 {
+		t.Errorf("%d tables and views after --migrate, want 33", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
 	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {
