@@ -12,6 +12,10 @@ import (
 // ticks at, for a query that reads a day of failures.
 const nameHealthInterval = time.Minute
 
+// nameHealthTimeout bounds one read of name_health, which shutdown waits
+// for.
+const nameHealthTimeout = 30 * time.Second
+
 // nameHealthLoop reads how many names of each schedule are failing, and
 // for how many passes in a row, into the metrics the alert
 // ReadsyncNamesNotRead reads: once the schema is migrated, after each
@@ -30,7 +34,11 @@ func (a *app) nameHealthLoop(ctx context.Context, ch *clickhouse.ClickHouse) {
 	t := time.NewTicker(nameHealthInterval)
 	defer t.Stop()
 	for {
-		health, err := ch.NamesFailing(ctx, uint64(a.cfg.NamesNotReadPasses))
+		// A read in flight at shutdown is let finish: cut off, it would
+		// drop its connection in the middle of a statement.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nameHealthTimeout)
+		health, err := ch.NamesFailing(rctx, uint64(a.cfg.NamesNotReadPasses))
+		cancel()
 		switch {
 		case ctx.Err() != nil:
 			return
