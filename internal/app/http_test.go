@@ -38,11 +38,13 @@ func TestDaemonServesHealthAndMetrics(t *testing.T) {
 	proxy.Up()
 	apptest.Eventually(t, "readiness", func() bool { c, _ := apptest.Get(t, base, "/readyz"); return c == http.StatusOK }, log.String)
 	// A pass that began while ClickHouse was still down may have spooled
-	// its run record: the record's INSERT then comes from the flusher.
-	apptest.Eventually(t, "a successful pass and its run record in the metrics", func() bool {
+	// its rows and its run record: their INSERTs then come from the
+	// flusher.
+	apptest.Eventually(t, "a successful pass, its rows and its run record in the metrics", func() bool {
 		_, m := apptest.Get(t, base, "/metrics")
 		// The series is there from the start, at 0.
-		return apptest.PassedOK(m, "fast") && strings.Contains(m, `readsync_inserts_total{outcome="ok",table="sync_runs"}`)
+		return apptest.PassedOK(m, "fast") && strings.Contains(m, `readsync_inserts_total{outcome="ok",table="sync_runs"}`) &&
+			strings.Contains(m, `readsync_rows_written_total{table="message_read_snapshots"}`)
 	}, log.String)
 
 	_, m := apptest.Get(t, base, "/metrics")
