@@ -2,11 +2,8 @@ package clickhouse_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -65,77 +62,20 @@ PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at
 
 	// A process of the previous release writes through the Distributed
 	// table, to the other node, throughout the move.
-	var (
-		mu      sync.Mutex
-		written int
-		werr    error
-		stop    = make(chan struct{})
-		wg      sync.WaitGroup
-	)
-	wg.Go(func() {
-		at := time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC)
-		wctx := chconn.WithSettings(ctx, map[string]any{"insert_distributed_sync": 1})
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			batch, err := c.Conns[1].PrepareBatch(wctx, "INSERT INTO "+names.Table("message_read_snapshots")+" (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version, schedule)")
-			if err == nil {
-				ts := at.Add(time.Duration(i) * time.Minute)
-				err = batch.Append(int64(1+i%3), int64(101), ts, uint64(1000+i), uint64(5000), 1.0, ts, uint64(1<<50+i), "")
-				if err == nil {
-					err = batch.Send()
-				}
-			}
-			mu.Lock()
-			switch {
-			case err == nil:
-				written++
-			case !strings.Contains(err.Error(), "doesn't exist") && !strings.Contains(err.Error(), "does not exist"):
-				// The swap renames the Distributed tables one after the
-				// other: a write between the two fails, and the writer
-				// retries, as readsync does.
-				werr = errors.Join(werr, err)
-			}
-			mu.Unlock()
-		}
-	})
+	wctx := chconn.WithSettings(ctx, map[string]any{"insert_distributed_sync": 1})
+	stopWriter := startPreviousReleaseWriter(wctx, t, c.Conns[1], names.Table("message_read_snapshots"), 3)
 
-	phases := map[string]int{}
-	step := func(ch *clickhouse.ClickHouse) schema.ResortReport {
-		t.Helper()
-		rep, err := ch.ResortStep(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		phases[rep.Phase]++
-		time.Sleep(rep.Wait)
-		return rep
-	}
-	step(ch) // set up
-	step(ch) // the first range of the first partition
+	m := &moveSteps{ctx: ctx, t: t, phases: map[string]int{}}
+	m.step(ch) // set up
+	m.step(ch) // the first range of the first partition
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	_, _ = ch.ResortStep(cctx)
 	cancel()
 	ch2 := historytest.OpenSink(t, c.DSNs[0], opts...)
-	for i := 0; ; i++ {
-		if i > 200 {
-			t.Fatal("the move did not end in 200 steps")
-		}
-		if rep := step(ch2); rep.Done {
-			break
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if werr != nil {
-		t.Fatalf("the previous release's writes: %v", werr)
-	}
-	if phases["setup"] != 1 || phases["copy"] == 0 || phases["copied"] == 0 || phases["swapped"] != 1 {
-		t.Errorf("the move's steps: %v, want a setup, copies of ranges, partitions copied and a swap", phases)
+	m.finish(ch2)
+	written := stopWriter()
+	if m.phases["setup"] != 1 || m.phases["copy"] == 0 || m.phases["copied"] == 0 || m.phases["swapped"] != 1 {
+		t.Errorf("the move's steps: %v, want a setup, copies of ranges, partitions copied and a swap", m.phases)
 	}
 	for node, conn := range c.Conns {
 		got := sinktest.Lines(t, conn, fmt.Sprintf("SELECT concat(name, ': ', sorting_key) FROM system.tables WHERE database = '%s' AND name IN ('message_read_snapshots_resorted_local', 'message_read_snapshots_local') ORDER BY name", c.Database))

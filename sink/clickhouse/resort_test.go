@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
@@ -79,57 +80,13 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 
 	// A process of the previous release goes on writing, straight into
 	// the table, through the whole move.
-	var (
-		mu      sync.Mutex
-		written int
-		stop    = make(chan struct{})
-		wg      sync.WaitGroup
-		werr    error
-	)
-	wg.Go(func() {
-		at := time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC)
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			batch, err := db.Conn.PrepareBatch(ctx, "INSERT INTO "+db.Table("message_read_snapshots")+" (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version, schedule)")
-			if err == nil {
-				ts := at.Add(time.Duration(i) * time.Minute)
-				err = batch.Append(int64(1), int64(101), ts, uint64(1000+i), uint64(5000), 1.0, ts, uint64(1<<50+i), "")
-				if err == nil {
-					err = batch.Send()
-				}
-			}
-			mu.Lock()
-			switch {
-			case err == nil:
-				written++
-			case !strings.Contains(err.Error(), "doesn't exist") && !strings.Contains(err.Error(), "does not exist"):
-				// The table is renamed for a moment on a server without
-				// EXCHANGE: the writer retries, as readsync does.
-				werr = errors.Join(werr, err)
-			}
-			mu.Unlock()
-		}
-	})
+	stopWriter := startPreviousReleaseWriter(ctx, t, db.Conn, db.Table("message_read_snapshots"), 1)
 	before := snapshotRows(t, db, "message_read_snapshots")
 	partitions := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT DISTINCT partition FROM system.parts WHERE active AND database = '%s' AND table = 'message_read_snapshots'", db.Name))
 
-	phases := map[string]int{}
-	step := func(ch *clickhouse.ClickHouse) schema.ResortReport {
-		t.Helper()
-		rep, err := ch.ResortStep(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		phases[rep.Phase]++
-		time.Sleep(rep.Wait)
-		return rep
-	}
-	step(ch) // set up
-	step(ch) // the first range of the first partition
+	m := &moveSteps{ctx: ctx, t: t, phases: map[string]int{}}
+	m.step(ch) // set up
+	m.step(ch) // the first range of the first partition
 	// A step cut off in the middle, as a process killed: the next process
 	// resumes from the last step recorded. A server that a client dying
 	// in the middle of a statement takes down is reached through a proxy
@@ -142,22 +99,10 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 	_, _ = cut.ResortStep(cctx)
 	cancel()
 	ch2 := historytest.OpenSink(t, db.DSN, opts...)
-	for i := 0; ; i++ {
-		if i > 200 {
-			t.Fatal("the move did not end in 200 steps")
-		}
-		if rep := step(ch2); rep.Done {
-			break
-		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	close(stop)
-	wg.Wait()
-	if werr != nil {
-		t.Fatalf("the previous release's writes: %v", werr)
-	}
-	if phases["setup"] != 1 || phases["copied"] != len(partitions) || phases["copy"] == 0 || phases["swapped"] != 1 {
-		t.Errorf("the move's steps: %v, want a setup, copies of ranges, each of the %d partitions copied and a swap", phases, len(partitions))
+	m.finish(ch2)
+	written := stopWriter()
+	if m.phases["setup"] != 1 || m.phases["copied"] != len(partitions) || m.phases["copy"] == 0 || m.phases["swapped"] != 1 {
+		t.Errorf("the move's steps: %v, want a setup, copies of ranges, each of the %d partitions copied and a swap", m.phases, len(partitions))
 	}
 	if got := sortKey(t, db, "message_read_snapshots"); got != "project_id, snapshot_at, message_id" {
 		t.Errorf("after the move, message_read_snapshots has the sort key %q", got)
@@ -188,4 +133,86 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	historytest.AssertVerified(t, ch2, time.Time{})
+}
+
+// startPreviousReleaseWriter inserts a row every 50 ms into table through
+// conn, as a process of release 0.5.0 would, from the start of the move to
+// its end: message 101 of projects 1 to projects in turn, versions from
+// 1<<50 on. A write that finds no table (between the two renames of a
+// swap) is dropped, as readsync would retry or spool it; any other error
+// fails the test. stop ends the writes after a last moment and returns how
+// many landed.
+func startPreviousReleaseWriter(ctx context.Context, t *testing.T, conn driver.Conn, table string, projects int) (stop func() int) {
+	var (
+		written int
+		werr    error
+		done    = make(chan struct{})
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() {
+		at := time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC)
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version, schedule)")
+			if err == nil {
+				ts := at.Add(time.Duration(i) * time.Minute)
+				err = batch.Append(int64(1+i%projects), int64(101), ts, uint64(1000+i), uint64(5000), 1.0, ts, uint64(1<<50+i), "")
+				if err == nil {
+					err = batch.Send()
+				}
+			}
+			switch {
+			case err == nil:
+				written++
+			case !strings.Contains(err.Error(), "doesn't exist") && !strings.Contains(err.Error(), "does not exist"):
+				werr = errors.Join(werr, err)
+			}
+		}
+	})
+	return func() int {
+		t.Helper()
+		time.Sleep(300 * time.Millisecond)
+		close(done)
+		wg.Wait()
+		if werr != nil {
+			t.Fatalf("the previous release's writes: %v", werr)
+		}
+		return written
+	}
+}
+
+// moveSteps runs the move's steps and counts them by phase.
+type moveSteps struct {
+	ctx    context.Context
+	t      *testing.T
+	phases map[string]int
+}
+
+// step runs one step through ch and waits as long as it says.
+func (m *moveSteps) step(ch *clickhouse.ClickHouse) schema.ResortReport {
+	m.t.Helper()
+	rep, err := ch.ResortStep(m.ctx)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.phases[rep.Phase]++
+	time.Sleep(rep.Wait)
+	return rep
+}
+
+// finish runs steps through ch until nothing is left to move.
+func (m *moveSteps) finish(ch *clickhouse.ClickHouse) {
+	m.t.Helper()
+	for i := 0; ; i++ {
+		if i > 200 {
+			m.t.Fatal("the move did not end in 200 steps")
+		}
+		if rep := m.step(ch); rep.Done {
+			return
+		}
+	}
 }
