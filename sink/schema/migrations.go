@@ -127,5 +127,10 @@ func migrations() []migration {
 		// not read and why, the names it read, and the view of both
 		// (namehealth.go).
 		{id: 10, name: "name health", sql: nameHealthDDL},
+		// History in bounded space: the record of the partitions expiry
+		// drops, and of where each resolution's kept rows start
+		// (expiry.go). It deletes nothing: only a retention the operator
+		// sets does.
+		{id: 11, name: "record of expiry", sql: expiriesDDL},
 	}
 }

@@ -52,6 +52,9 @@ import (
 // Names of the move's tables.
 const (
 	resortedSnapshots = "message_read_snapshots_resorted"
+	// ResortCopy exists while the move is under way: expiry waits for
+	// it to finish.
+	ResortCopy = resortedSnapshots
 	// PresortSnapshots is message_read_snapshots as releases up to 0.5.0
 	// sorted it, kept after the move.
 	PresortSnapshots = "message_read_snapshots_presort"

@@ -1,0 +1,118 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+)
+
+// History in bounded space: the tables whose rows describe a time expire
+// by resolution, each after its own retention, a whole partition at a
+// time (package expiry drops them). Every such table is partitioned by the
+// month of its time column, so what is kept beyond a retention is at most
+// a month. The tables of current state (projects, messages, the latest
+// and first-seen rollups) never expire.
+
+// Resolution is how finely a table's rows describe the history; each
+// has its own retention.
+type Resolution string
+
+// The resolutions.
+const (
+	// Raw is a row per snapshot: the snapshot rows, the per-snapshot
+	// rollups, the change logs, and the records the gains' missed ticks
+	// and the names' health read (sync_runs, reconciles, name_failures,
+	// name_successes), which must stay at least as long.
+	Raw Resolution = "raw"
+	// Daily is a row per message or project and UTC day.
+	Daily Resolution = "daily"
+)
+
+// Resolutions lists the resolutions, finest first: a coarser one keeps
+// its rows at least as long as a finer one.
+func Resolutions() []Resolution { return []Resolution{Raw, Daily} }
+
+// ExpiringTable is a table whose partitions expire.
+type ExpiringTable struct {
+	Name       string
+	Resolution Resolution
+	// Column is the time column the table is partitioned by the month
+	// of; Date is set when it is a Date rather than a DateTime.
+	Column string
+	Date   bool
+}
+
+// Expiries is the record of every partition expiry dropped, and of the
+// runs of the daemons' expiry loops.
+const Expiries = "expiries"
+
+// expiriesTable has a row per partition dropped (or about to be: the row
+// is written first, so that a drop is never unrecorded), and a row per run
+// of a daemon's expiry with an empty table, by which the daemons leave the
+// runs to one of them. kept_from is the time from which on the
+// resolution's rows are all kept: readers of the derived history take
+// the derived rows before it as given, since the rows they were computed
+// from are gone. It never expires: a row per partition and month.
+var expiriesTable = tableDef{name: Expiries, columns: []columnDef{
+	{"started_at", "DateTime"}, {"owner", "String"}, {"resolution", "String"}, {"table", "String"},
+	{"partition", "String"}, {"kept_from", "DateTime"}, {"rows", "UInt64"}, {"bytes", "UInt64"},
+}, layout: layout{engine: engine{name: "MergeTree"}, orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
+
+// expiringDefs are the tables that expire, by resolution. A test holds
+// every partitioned table of the schema to this list or to keptTables.
+func expiringDefs() []struct {
+	def tableDef
+	res Resolution
+} {
+	return []struct {
+		def tableDef
+		res Resolution
+	}{
+		{SnapshotsTable.def(), Raw},
+		{rollupByName(SnapshotRollup), Raw},
+		{GainsTable.def(), Raw},
+		{snapshotChangesTable.tableDef, Raw},
+		{tickChangesTable.tableDef, Raw},
+		{RunsTable.def(), Raw},
+		{reconcilesTable, Raw},
+		{legacySchedulesTable, Raw},
+		{NameFailuresTable.def(), Raw},
+		{NameSuccessesTable.def(), Raw},
+		{rollupByName(DailyRollup), Daily},
+		{dayRollupTable, Daily},
+		{dayGainsTable, Daily},
+	}
+}
+
+// rollupByName is the rollup table of that name.
+func rollupByName(name string) tableDef {
+	for _, r := range rollupTables() {
+		if r.name == name {
+			return r.tableDef
+		}
+	}
+	panic("schema: no rollup " + name)
+}
+
+// ExpiringTables lists the tables whose partitions expire, with their
+// resolution and time column, raw first.
+func ExpiringTables() []ExpiringTable {
+	var out []ExpiringTable
+	for _, e := range expiringDefs() {
+		col, ok := strings.CutPrefix(e.def.layout.partitionBy, "toYYYYMM(")
+		col, closed := strings.CutSuffix(col, ")")
+		if !ok || !closed {
+			panic(fmt.Sprintf("schema: %s is not partitioned by month: %q", e.def.name, e.def.layout.partitionBy))
+		}
+		t := ExpiringTable{Name: e.def.name, Resolution: e.res, Column: col}
+		for _, c := range e.def.columns {
+			if c.name == col {
+				t.Date = c.typ == "Date"
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// expiriesDDL is what migration 11 creates: the record of expiry.
+func expiriesDDL(d ddl) []string { return d.createTable(expiriesTable) }
