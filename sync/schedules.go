@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/robfig/cron/v3"
@@ -215,3 +216,25 @@ func (e *yamlError) Error() string {
 }
 
 func (e *yamlError) Unwrap() error { return e.err }
+
+// LongestInterval is the longest time between two consecutive ticks of
+// the schedule over a year from the start of 2026 (up to 10 000 ticks),
+// or that year when it ticks less than twice in it.
+func (s Schedule) LongestInterval() time.Duration {
+	const year = 366 * 24 * time.Hour
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	prev := s.Spec.Next(start)
+	longest := time.Duration(0)
+	for range 10_000 {
+		next := s.Spec.Next(prev)
+		if next.IsZero() || next.Sub(start) > year {
+			break
+		}
+		longest = max(longest, next.Sub(prev))
+		prev = next
+	}
+	if longest == 0 {
+		return year
+	}
+	return longest
+}

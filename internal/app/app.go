@@ -64,7 +64,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 		fmt.Fprintf(stdout, "readsync %s (commit %s, %s)\n", build.Version, build.Commit, runtime.Version())
 		return ExitOK
 	}
-	cfg, err := config.Load(ctx, lookup, !f.dryRun)
+	cfg, err := config.Load(ctx, lookup, !f.dryRun || f.expire)
 	if err != nil {
 		// One line per problem, each complete on its own.
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -101,6 +101,8 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 		return a.verify(ctx, f.since.t, f.repair)
 	case f.failingNames:
 		return a.failingNames(ctx, f.schedule, f.json)
+	case f.expire:
+		return a.expire(ctx, f.dryRun)
 	default:
 		return a.daemon(ctx)
 	}

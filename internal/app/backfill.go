@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	gosync "sync"
+	"time"
 
 	"github.com/readsync/readsync/internal/kubeapi"
 	"github.com/readsync/readsync/internal/progress"
@@ -27,6 +28,10 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		return code
 	}
 	if err := a.knownSchedule(f.schedule); err != nil {
+		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
+		return ExitConfig
+	}
+	if err := a.withinRetention(f.snapshotAt, time.Now()); err != nil {
 		fmt.Fprintf(a.stderr, "readsync: %v\n", err)
 		return ExitConfig
 	}

@@ -30,6 +30,7 @@ type flags struct {
 	since            sinceFlag
 	repair           bool
 	failingNames     bool
+	expire           bool
 	json             bool
 	version          bool
 }
@@ -146,7 +147,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.schedule, "schedule", "", "with --backfill: only this schedule's names; with --failing-names: only this schedule's")
 	fs.Var(&f.nft, "nft", "with --backfill: exactly these nft names, comma-separated (repeatable)")
 	fs.Var(snapshotFlag{&f.snapshotAt}, "snapshot-at", "with --backfill: stamp the pass with this RFC 3339 time (default: the pass start)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "with --backfill: print rows as JSON lines on stdout instead of writing ClickHouse; with --expire: print what it would drop")
 	fs.BoolVar(&f.check, "check", false, "validate configuration, reach the API and ClickHouse, report, exit")
 	fs.BoolVar(&f.allNames, "all-names", false, "with --check: ask for every configured nft name, within the rate limit, and list those that fail")
 	fs.BoolVar(&f.flushSpool, "flush-spool", false, "replay the spool into ClickHouse, then exit: 0 when it is empty, 3 when entries remain")
@@ -157,6 +158,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.repair, "repair", false, "with --verify: rebuild the derived rows of the projects that differ, then verify again")
 	fs.BoolVar(&f.failingNames, "failing-names", false, "print the names failing now (name_health), one a line: schedule, nft, passes failed in a row, kind, last error; exit 1 if any is")
 	fs.BoolVar(&f.json, "json", false, "with --failing-names: print one JSON object a line, with name_health's columns")
+	fs.BoolVar(&f.expire, "expire", false, "drop once the partitions older than their retention (READSYNC_RETAIN_RAW, READSYNC_RETAIN_DAILY), then exit: 0 done, 1 failed")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	return fs
 }
@@ -188,8 +190,8 @@ func (f flags) validate() error {
 			return errors.New("--nft needs --backfill")
 		case !f.snapshotAt.IsZero():
 			return errors.New("--snapshot-at needs --backfill")
-		case f.dryRun && !f.check:
-			return errors.New("--dry-run needs --backfill (or --check, to skip ClickHouse)")
+		case f.dryRun && !f.check && !f.expire:
+			return errors.New("--dry-run needs --backfill (or --check, to skip ClickHouse, or --expire, to print what it would drop)")
 		}
 	}
 	if f.allNames && !f.check {
@@ -218,6 +220,9 @@ func (f flags) validate() error {
 	}
 	if f.failingNames && (f.backfill || f.check || f.dryRun || f.flushSpool || f.migrate || f.verify) {
 		return errors.New("--failing-names is a mode of its own; give it alone, with --schedule or --json")
+	}
+	if f.expire && (f.backfill || f.check || f.flushSpool || f.migrate || f.verify || f.failingNames) {
+		return errors.New("--expire is a mode of its own; give it alone, or with --dry-run")
 	}
 	if f.json && !f.failingNames {
 		return errors.New("--json needs --failing-names")

@@ -64,6 +64,11 @@ func printVerify(w io.Writer, rep verify.Report) {
 		window = "the snapshots and days from " + rep.Since.Format(time.DateOnly) + " (UTC) on"
 	}
 	fmt.Fprintf(w, "verify: every view against its brute force over %s\n", window)
+	if !rep.Expired.IsZero() {
+		fmt.Fprintf(w, "verify: skipped what expired: raw rows before %s are gone (READSYNC_RETAIN_RAW), so the days before %s (UTC) are taken as the views hold them, "+
+			"and so are the reads gained of %d project snapshots (and their days) whose previous snapshot expired\n",
+			rep.Expired.Format(time.RFC3339), rep.Since.Format(time.DateOnly), rep.Given)
+	}
 	if rep.Written > 0 || rep.Ticks > 0 {
 		fmt.Fprintf(w, "verify: and over what was written since then, taken before: %d project snapshots and %d cron ticks", rep.Written, rep.Ticks)
 		if rep.Earlier > 0 {

@@ -76,6 +76,9 @@ type Env struct {
 	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s" help:"how often the daemon retries delivering the spool"`
 	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s" help:"how long a running pass may go on after SIGTERM or SIGINT"`
 
+	RetainRaw   Retention `env:"READSYNC_RETAIN_RAW" help:"how long the raw history (every snapshot, the per-snapshot rollups, the change logs, sync_runs, reconciles, the names' outcomes) is kept, such as 90d; unset or 0: forever"`
+	RetainDaily Retention `env:"READSYNC_RETAIN_DAILY" help:"how long the daily rollups and daily gains are kept, at least READSYNC_RETAIN_RAW, such as 730d; unset or 0: forever"`
+
 	NamesNotReadPasses int `env:"READSYNC_NAMES_NOT_READ_PASSES, default=3" help:"passes in a row a name must have failed for readsync_names_not_read to count it (the alert ReadsyncNamesNotRead), 1 to 100000"`
 
 	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i (i may be a pod name ending in -i); <pod>/statefulset: n is the pod's StatefulSet's replicas, read before each pass; unset: all"`
@@ -199,6 +202,8 @@ func (v variable) form() string {
 	switch t := v.field.Type; {
 	case t == reflect.TypeFor[time.Duration]():
 		return "a Go duration such as " + example("30s")
+	case t == reflect.TypeFor[Retention]():
+		return retentionForm
 	case t == reflect.TypeFor[ByteSize]():
 		return "a size in bytes, optionally with KiB, MiB, GiB or TiB, such as " + example("256MiB")
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
@@ -262,6 +267,7 @@ func Load(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*Config
 		}
 		c.Schedules = schedules
 	}
+	c.checkRetention(p, decoded)
 	if e, ok := lookup.(Environ); ok {
 		c.Unknown = unknownVariables(e)
 	}

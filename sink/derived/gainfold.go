@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -43,7 +44,7 @@ func (h *History) foldHistory(ctx context.Context, log *slog.Logger, held func(c
 			return err
 		}
 		start := time.Now()
-		n, err := h.foldStep(ctx, projects)
+		n, err := h.foldStep(ctx, projects, nil)
 		if err != nil {
 			return err
 		}
@@ -53,14 +54,15 @@ func (h *History) foldHistory(ctx context.Context, log *slog.Logger, held func(c
 	return nil
 }
 
-// foldGainsOf computes the gains of every snapshot of projects.
-func (h *History) foldGainsOf(ctx context.Context, projects []int64) error {
+// foldGainsOf computes the gains of every snapshot of projects but those
+// of given, whose gains were computed from rows that expired.
+func (h *History) foldGainsOf(ctx context.Context, projects []int64, given chconn.SnapshotSet) error {
 	steps, err := h.foldSteps(ctx, projects)
 	if err != nil {
 		return err
 	}
 	for _, step := range steps {
-		if _, err := h.foldStep(ctx, step); err != nil {
+		if _, err := h.foldStep(ctx, step, given); err != nil {
 			return err
 		}
 	}
@@ -111,8 +113,9 @@ func (h *History) foldSteps(ctx context.Context, only []int64) ([][]int64, error
 }
 
 // foldStep computes the gains of every snapshot of projects from their
-// whole history, and returns how many snapshots it computed.
-func (h *History) foldStep(ctx context.Context, projects []int64) (int, error) {
+// whole history but those of given, and returns how many snapshots it
+// computed.
+func (h *History) foldStep(ctx context.Context, projects []int64, given chconn.SnapshotSet) (int, error) {
 	scan := newGainScan(nil, true)
 	err := h.readSnapshots(ctx, projects, 0, math.MaxUint32, func(r scannedRow) { scan.take(r) })
 	scan.finish()
@@ -123,6 +126,7 @@ func (h *History) foldStep(ctx context.Context, projects []int64) (int, error) {
 	if err != nil {
 		return 0, h.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 	}
+	out = slices.DeleteFunc(out, func(r schema.GainRow) bool { return given.Has(r.ProjectID, uint32(r.SnapshotAt.Unix())) })
 	days := map[chconn.ProjectDay]bool{}
 	for t := range scan.sums {
 		days[chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}] = true

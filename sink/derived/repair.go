@@ -3,12 +3,16 @@ package derived
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/expiry"
 	"github.com/readsync/readsync/sink/schema"
 )
 
@@ -55,32 +59,182 @@ func derivedTables() []string {
 
 // rebuild deletes projects' rows from every rollup and computes them
 // again from the stored history.
+//
+// Where the raw rows expired (package expiry), the derived rows computed
+// from them are kept as they are, since what remains cannot compute them:
+// the days before the first whole day kept, the latest row of a message
+// with no row kept, when a message with rows before the edge was first
+// seen, and the reads gained at a snapshot whose previous one expired. The
+// rest is deleted and computed again from the rows from the edge on.
 func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	ctx = h.conn.SyncInserts(ctx)
+	edges, err := expiry.ReadEdges(ctx, h.conn)
+	if err != nil {
+		return err
+	}
 	list := joinInts(projects)
+	pt, err := chconn.ProjectsExt("rebuilt", projects)
+	if err != nil {
+		return err
+	}
+	edge := uint32(edges.Raw().Unix())
+	var keep keptAtEdge
+	if !edges.Raw().IsZero() {
+		if keep, err = h.keptAtEdge(chconn.WithExternal(ctx, pt), edge); err != nil {
+			return err
+		}
+	} else {
+		edge = 0
+	}
 	for _, t := range derivedTables() {
-		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)", h.names.Local(t), h.names.OnCluster(), list)
-		if err := h.conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("delete from %s: %w", t, err)
+		for _, cond := range keep.deletions(t, edge) {
+			q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)%s", h.names.Local(t), h.names.OnCluster(), list, cond)
+			if err := h.conn.Exec(ctx, q); err != nil {
+				return fmt.Errorf("delete from %s: %w", t, err)
+			}
 		}
 		if err := h.awaitMutations(ctx, t); err != nil {
 			return err
 		}
 	}
-	pt, err := chconn.ProjectsExt("rebuilt", projects)
-	if err != nil {
-		return err
-	}
 	where := "WHERE " + chconn.InExt("project_id", "rebuilt")
+	if edge > 0 {
+		where += " AND snapshot_at >= " + chconn.DateTime(edge)
+	}
 	for _, r := range schema.Refills(h.names, where) {
 		if err := h.conn.Exec(chconn.WithExternal(ctx, pt), r.Insert); err != nil {
 			return fmt.Errorf("refill %s: %w", r.Rollup, err)
 		}
 	}
-	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(h.names, where)); err != nil {
+	dayWhere := "WHERE " + chconn.InExt("project_id", "rebuilt")
+	if edge > 0 {
+		dayWhere += " AND day >= " + chconn.QuoteDate(edges.RawDay())
+	}
+	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(h.names, dayWhere)); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.DayRollup, err)
 	}
-	return h.foldGainsOf(ctx, projects)
+	return h.foldGainsOf(ctx, projects, keep.gains)
+}
+
+// keptAtEdge is what a rebuild of some projects keeps where the raw rows
+// expired: the messages whose latest and first-seen rows it computes
+// again (the others keep theirs), and the snapshots whose gains it keeps.
+type keptAtEdge struct {
+	// latest are the messages with a row kept; first those first seen
+	// from the edge on.
+	latest, first []msgKey
+	gains         chconn.SnapshotSet
+}
+
+// keptAtEdge reads what a rebuild of the projects of ctx's external table
+// "rebuilt" keeps, the raw rows before edge having expired.
+func (h *History) keptAtEdge(ctx context.Context, edge uint32) (keptAtEdge, error) {
+	k := keptAtEdge{gains: chconn.SnapshotSet{}}
+	snapshots := h.names.Table(schema.SnapshotsTable.Name())
+	in := chconn.InExt("project_id", "rebuilt")
+	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s ORDER BY project_id, message_id", snapshots, in),
+		func(rows driver.Rows) error {
+			var m msgKey
+			err := rows.Scan(&m.project, &m.message)
+			k.latest = append(k.latest, m)
+			return err
+		})
+	if err != nil {
+		return k, fmt.Errorf("read the messages with rows kept: %w", err)
+	}
+	// A message seen before the edge: its first snapshot kept is one whose
+	// gains were computed from its row before, which expired.
+	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(first), toUInt32(first_kept)
+FROM
+(
+    SELECT project_id, message_id, minMerge(first_seen) AS first
+    FROM %s
+    WHERE %s
+    GROUP BY project_id, message_id
+) AS seen
+ANY LEFT JOIN
+(
+    SELECT project_id, message_id, min(snapshot_at) AS first_kept
+    FROM %s
+    WHERE %s
+    GROUP BY project_id, message_id
+) AS kept USING (project_id, message_id)
+ORDER BY project_id, message_id`, h.names.Table(schema.FirstRollup), in, snapshots, in)
+	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		var (
+			m               msgKey
+			first, firstAt uint32
+		)
+		if err := rows.Scan(&m.project, &m.message, &first, &firstAt); err != nil {
+			return err
+		}
+		switch {
+		case first >= edge:
+			k.first = append(k.first, m)
+		case firstAt >= edge:
+			k.gains.Add(m.project, firstAt)
+		}
+		return nil
+	})
+	if err != nil {
+		return k, fmt.Errorf("read when the messages were first seen: %w", err)
+	}
+	return k, nil
+}
+
+// deletionTuples bounds the (project, message) pairs one deletion names:
+// its text must stay within the server's max_query_size (256 KiB by
+// default).
+const deletionTuples = 5000
+
+// deletions returns the conditions, after the projects', of the deletions
+// from table t before its rows are computed again: one, empty, when
+// nothing expired (edge 0); none when nothing of the table is computed
+// again.
+func (k keptAtEdge) deletions(t string, edge uint32) []string {
+	if edge == 0 {
+		return []string{""}
+	}
+	day := chconn.QuoteDate(sink.Time(chconn.DayStart(edge + 86399)).Time())
+	switch t {
+	case schema.LatestRollup:
+		return messageConds(k.latest)
+	case schema.FirstRollup:
+		return messageConds(k.first)
+	case schema.DailyRollup, schema.DayRollup, schema.DayGainsRollup:
+		return []string{" AND day >= " + day}
+	case schema.SnapshotRollup:
+		return []string{" AND snapshot_at >= " + chconn.DateTime(edge)}
+	case schema.GainsRollup:
+		cond := " AND snapshot_at >= " + chconn.DateTime(edge)
+		var kept []string
+		for _, p := range k.gains.Projects() {
+			for _, at := range slices.Sorted(maps.Keys(k.gains[p])) {
+				kept = append(kept, fmt.Sprintf("(%d, %d)", p, at))
+			}
+		}
+		if len(kept) > 0 {
+			cond += " AND (project_id, toUInt32(snapshot_at)) NOT IN (" + strings.Join(kept, ", ") + ")"
+		}
+		return []string{cond}
+	}
+	return []string{""}
+}
+
+// messageConds returns conditions that select the messages ms, at most
+// deletionTuples a condition.
+func messageConds(ms []msgKey) []string {
+	var out []string
+	for len(ms) > 0 {
+		n := min(len(ms), deletionTuples)
+		parts := make([]string, n)
+		for i, m := range ms[:n] {
+			parts[i] = fmt.Sprintf("(%d, %d)", m.project, m.message)
+		}
+		out = append(out, " AND (project_id, message_id) IN ("+strings.Join(parts, ", ")+")")
+		ms = ms[n:]
+	}
+	return out
 }
 
 // awaitMutations waits until the server has applied every mutation of

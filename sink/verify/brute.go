@@ -256,7 +256,11 @@ func (c *Checker) bruteStep(ctx context.Context, projects []int64, from uint32, 
 		return err
 	}
 	ctx = chconn.WithExternal(ctx, pt)
-	priors, err := c.brutePriors(ctx, from)
+	priors, unfound, err := c.brutePriors(ctx, from)
+	if err != nil {
+		return err
+	}
+	expired, err := c.bruteExpiredPriors(ctx, unfound, from)
 	if err != nil {
 		return err
 	}
@@ -282,7 +286,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 		}
 		k := msgKey{r.project, r.msgID}
 		if started && k != current {
-			acc.message(current, msg, priors)
+			acc.message(current, msg, priors, expired[current])
 			msg = msg[:0]
 		}
 		current, started = k, true
@@ -297,7 +301,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 		return fmt.Errorf("read the snapshot rows of projects %d to %d: %w", projects[0], projects[len(projects)-1], err)
 	}
 	if started {
-		acc.message(current, msg, priors)
+		acc.message(current, msg, priors, expired[current])
 	}
 	acc.rows(names, schedules, ticks, out)
 	return nil
@@ -309,10 +313,12 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 // before the one before, for the messages it has not found yet: a message
 // seen a minute before costs a granule, one first seen in the window its
 // project's whole earlier history (which only that proves).
-func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, error) {
+//
+// It also returns the messages of the window with no row before it.
+func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, map[msgKey]bool, error) {
 	out := map[msgKey]bruteRow{}
 	if from == 0 {
-		return out, nil
+		return out, nil, nil
 	}
 	table := c.names.Table(schema.SnapshotsTable.Name())
 	want := map[msgKey]bool{}
@@ -326,7 +332,7 @@ func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read the messages of the window: %w", err)
+		return nil, nil, fmt.Errorf("read the messages of the window: %w", err)
 	}
 	hi := from
 	for _, span := range []uint32{3600, 86400, 16 * 86400, 256 * 86400, 0} {
@@ -338,9 +344,48 @@ func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 			lo = from - span
 		}
 		if err := c.brutePriorsIn(ctx, want, lo, hi, out); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		hi = lo
+	}
+	return out, want, nil
+}
+
+// bruteExpiredPriors returns the messages of unfound, which have no row
+// before from, that were seen before from all the same: their rows before
+// it expired (READSYNC_RETAIN_RAW), so the reads gained at their first
+// snapshot from from on were computed from a row that is gone, and are
+// taken as given. When a message was first seen is a fact of the history
+// that outlives its rows only in the first-seen rollup, which this reads.
+func (c *Checker) bruteExpiredPriors(ctx context.Context, unfound map[msgKey]bool, from uint32) (map[msgKey]bool, error) {
+	out := map[msgKey]bool{}
+	if len(unfound) == 0 || c.edge == 0 {
+		return out, nil
+	}
+	wanted, err := chconn.NewExtTable("unfound", "project_id", "Int64", "message_id", "Int64")
+	if err != nil {
+		return nil, err
+	}
+	for k := range unfound {
+		if err := wanted.Append(k.project, k.message); err != nil {
+			return nil, err
+		}
+	}
+	q := fmt.Sprintf(`SELECT project_id, message_id FROM %s
+WHERE %s AND %s
+GROUP BY project_id, message_id
+HAVING minMerge(first_seen) < %s`, c.names.Table(schema.FirstRollup), chconn.InExt("project_id", "verified"),
+		chconn.InExt("project_id, message_id", "unfound"), chconn.DateTime(from))
+	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), c.conn, q, func(rows driver.Rows) error {
+		var k msgKey
+		if err := rows.Scan(&k.project, &k.message); err != nil {
+			return err
+		}
+		out[k] = true
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read when the messages with no row before %s were first seen: %w", sink.Time(from), err)
 	}
 	return out, nil
 }
@@ -426,6 +471,10 @@ type bruteAcc struct {
 	// day.
 	days      map[chconn.ProjectDay]*bruteSums
 	snapshots map[gainTarget]*bruteSnapshot
+	// given are the project snapshots whose reads gained were computed
+	// from a row that expired: their rows, and their days', are taken
+	// as the views hold them.
+	given map[gainTarget]bool
 }
 
 // bruteSums counts rows and sums their reads and totals.
@@ -446,13 +495,18 @@ type bruteSnapshot struct {
 }
 
 func newBruteAcc() *bruteAcc {
-	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay]*bruteSums{}, snapshots: map[gainTarget]*bruteSnapshot{}}
+	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay]*bruteSums{}, snapshots: map[gainTarget]*bruteSnapshot{},
+		given: map[gainTarget]bool{}}
 }
 
 // message takes one message's newest row at each of its snapshots in the
-// window, in time order, and prior, its newest row before the window.
-func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow) {
+// window, in time order, and prior, its newest row before the window;
+// expired says that row expired.
+func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow, expired bool) {
 	a.latest[k] = rows[len(rows)-1]
+	if expired {
+		a.given[gainTarget{k.project, rows[0].at}] = true
+	}
 	prev, hasPrev := priors[k]
 	for i, r := range rows {
 		if i+1 == len(rows) || chconn.DayOf(rows[i+1].at) != chconn.DayOf(r.at) {
@@ -506,6 +560,7 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		snapshots, newMessages, reads, missed uint64
 	}
 	days := map[chconn.ProjectDay]*dayGain{}
+	givenDays := map[chconn.ProjectDay]bool{}
 	for t, s := range a.snapshots {
 		key := fmt.Sprint(t.project, "\t", t.at)
 		out[schema.SnapshotView][key] = name(t.project) + "\t" + joinNumbers(s.newest.n, s.newest.reads, s.newest.total) + "\t" +
@@ -521,6 +576,10 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		out[schema.GainsView][key] = name(t.project) + "\t" + strconv.FormatUint(uint64(s.prevAt), 10) + "\t" +
 			joinNumbers(s.messages, s.newMessages) + "\t" + strconv.FormatInt(int64(s.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
 		pd := chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}
+		if a.given[t] {
+			out[schema.GainsView][key] = givenRow
+			givenDays[pd] = true
+		}
 		d := days[pd]
 		if d == nil {
 			d = &dayGain{}
@@ -532,10 +591,19 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		d.missed += missed
 	}
 	for pd, d := range days {
-		out[schema.DailyGainsView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
+		key := fmt.Sprint(pd.Project, "\t", dateText(pd.Day))
+		out[schema.DailyGainsView][key] = name(pd.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
 			strconv.FormatInt(int64(d.reads), 10) + "\t" + strconv.FormatUint(d.missed, 10)
+		if givenDays[pd] {
+			out[schema.DailyGainsView][key] = givenRow
+		}
 	}
 }
+
+// givenRow stands in the brute force for a row it takes as the view holds
+// it (see bruteAcc.given): the comparison leaves the row out, and counts
+// it.
+const givenRow = "\x00given"
 
 // rateText is a view's read rate, reads over total (0 when total is 0),
 // as Verify compares it: the bits of the Float64 ClickHouse computes the

@@ -36,6 +36,9 @@ import (
 type Checker struct {
 	conn  *chconn.Conn
 	names chconn.Names
+	// edge is the Unix time before which the raw rows expired, 0 when
+	// none did: Verify reads it first.
+	edge uint32
 }
 
 // New returns the Checker of the database of c.
@@ -186,6 +189,13 @@ type Report struct {
 	Written, Ticks, Earlier int
 	EarlierFrom             time.Time
 	Views                   []ViewDiff
+	// Expired is the time before which the raw rows expired
+	// (READSYNC_RETAIN_RAW), the zero time when none did; Since is then
+	// no earlier than its UTC day's end. Given counts the project
+	// snapshots whose reads gained, computed from a row that expired,
+	// were taken as the views hold them, with their days.
+	Expired time.Time
+	Given   int
 }
 
 // Clean reports whether every view equals its brute force.
@@ -205,7 +215,18 @@ func (r Report) Clean() bool {
 // It changes nothing; the schema must be current.
 func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 	from := chconn.DayStart(uint32(sink.TimeOf(since)))
-	rep := Report{Since: sink.Time(from).Time()}
+	var err error
+	if c.edge, err = c.readEdge(ctx); err != nil {
+		return Report{}, c.conn.Redact(fmt.Errorf("verify: %w", err))
+	}
+	var rep Report
+	if c.edge > 0 {
+		// The days before the first whole one kept were computed from
+		// rows of which some expired: taken as given.
+		from = max(from, chconn.DayStart(c.edge+86399))
+		rep.Expired = sink.Time(c.edge).Time()
+	}
+	rep.Since = sink.Time(from).Time()
 	w, err := c.readWindow(ctx, from)
 	if err != nil {
 		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
@@ -216,6 +237,7 @@ func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
 	rep.Views = judged.diffs()
+	rep.Given = judged.given
 	return rep, nil
 }
 
@@ -228,6 +250,8 @@ type comparison struct {
 	// covered are the projects whose rows a group compared: the rows of
 	// the others in the window are extra.
 	covered map[int64]bool
+	// given counts the project snapshots taken as given.
+	given int
 }
 
 func newComparison() *comparison {
@@ -295,9 +319,38 @@ func (c *Checker) compareProjects(ctx context.Context, judged *comparison, proje
 		if err := c.readViewRows(chconn.WithExternal(ctx, pt), shape, where, got, nil); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
+		judged.given += takeGiven(shape, got, want[shape.name])
 		judged.add(shape, got, want[shape.name])
 	}
 	return nil
+}
+
+// takeGiven leaves out of both got and want the rows the brute force
+// takes as the view holds them (givenRow), and returns how many of them
+// are project snapshots.
+func takeGiven(shape viewShape, got, want viewRows) int {
+	n := 0
+	for k, v := range want {
+		if v == givenRow {
+			delete(want, k)
+			delete(got, k)
+			if shape.name == schema.GainsView {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// readEdge reads the Unix time before which the raw rows expired, from
+// the record of expiry (package expiry), 0 when none did.
+func (c *Checker) readEdge(ctx context.Context) (uint32, error) {
+	var edge uint32
+	q := "SELECT toUInt32(max(kept_from)) FROM " + c.names.Table(schema.Expiries) + " WHERE table != '' AND resolution = " + chconn.QuoteString(string(schema.Raw))
+	if err := c.conn.QueryRow(ctx, q).Scan(&edge); err != nil {
+		return 0, fmt.Errorf("read where the kept history starts from %s: %w", schema.Expiries, err)
+	}
+	return edge, nil
 }
 
 // compareRest compares the rows in the window w of what no group

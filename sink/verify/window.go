@@ -49,6 +49,9 @@ type verifyWindow struct {
 	// written and ticks count the project snapshots and the cron ticks
 	// taken before from that the change logs record as written since.
 	written, ticks int
+	// edgeDay is the first UTC day whose raw rows are all kept, 0 when
+	// none expired: nothing before it is in the window.
+	edgeDay uint32
 }
 
 // scheduleDay is a schedule's UTC day, in days since the Unix epoch.
@@ -61,6 +64,9 @@ type scheduleDay struct {
 // on (the whole history for 0).
 func (c *Checker) readWindow(ctx context.Context, from uint32) (verifyWindow, error) {
 	w := verifyWindow{from: from, early: map[int64]uint32{}, tickDays: map[scheduleDay]bool{}}
+	if c.edge > 0 {
+		w.edgeDay = chconn.DayStart(c.edge + 86399)
+	}
 	if from == 0 {
 		return w, nil
 	}
@@ -92,6 +98,9 @@ func (c *Checker) readWindow(ctx context.Context, from uint32) (verifyWindow, er
 		)
 		if err := rows.Scan(&s, &tick); err != nil {
 			return err
+		}
+		if tick < w.edgeDay {
+			return nil // the tick's day is taken as given
 		}
 		if first, ok := firstTicks[s]; !ok || tick < first {
 			firstTicks[s] = tick
@@ -143,7 +152,7 @@ func (c *Checker) windowAfterTick(ctx context.Context, w *verifyWindow, schedule
 // lower makes project p's window start at the day of the Unix time at, if
 // that is earlier than it starts.
 func (w *verifyWindow) lower(p int64, at uint32) {
-	day := chconn.DayStart(at)
+	day := max(chconn.DayStart(at), w.edgeDay)
 	if day >= w.from {
 		return
 	}

@@ -1,0 +1,37 @@
+package clickhouse
+
+import (
+	"context"
+
+	"github.com/readsync/readsync/sink/expiry"
+)
+
+// Expire drops the partitions whose rows are all older than their
+// resolution's retention under p, as owner (a daemon process's name, empty
+// for a one-off command); see expiry.Expirer.Run. The schema is brought
+// current first.
+func (c *ClickHouse) Expire(ctx context.Context, p expiry.Policy, owner string) (expiry.Report, error) {
+	if err := c.ensureSchema(ctx); err != nil {
+		return expiry.Report{}, err
+	}
+	return expiry.New(c.conn).Run(ctx, p, owner)
+}
+
+// PlanExpiry lists what Expire would drop under p now, and changes
+// nothing.
+func (c *ClickHouse) PlanExpiry(ctx context.Context, p expiry.Policy) (expiry.Plan, error) {
+	return expiry.New(c.conn).Plan(ctx, p)
+}
+
+// StoredPartitions lists the partitions of every table that expires (see
+// expiry.Expirer.Partitions): the oldest row kept per resolution, and the
+// rows and bytes of each table.
+func (c *ClickHouse) StoredPartitions(ctx context.Context) ([]expiry.Partition, error) {
+	return expiry.New(c.conn).Partitions(ctx)
+}
+
+// ExpiryEdges reads where each resolution's kept rows start (see
+// expiry.ReadEdges).
+func (c *ClickHouse) ExpiryEdges(ctx context.Context) (expiry.Edges, error) {
+	return expiry.ReadEdges(ctx, c.conn)
+}
