@@ -162,7 +162,7 @@ ANY LEFT JOIN
 ORDER BY project_id, message_id`, h.names.Table(schema.FirstRollup), in, snapshots, in)
 	err = chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 		var (
-			m               msgKey
+			m              msgKey
 			first, firstAt uint32
 		)
 		if err := rows.Scan(&m.project, &m.message, &first, &firstAt); err != nil {
