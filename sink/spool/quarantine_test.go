@@ -141,6 +141,49 @@ func snapshotsOf(t *testing.T, db *sinktest.DB, project int64) uint64 {
 	return n
 }
 
+// flushToQuarantine flushes the spool in dir into w QuarantineAfter times,
+// each time as a new process would (as --flush-spool does), so that the
+// refusals add up on disk. The spool holds three entries, the middle one,
+// bad, refused for what it holds: the first flush delivers the two around
+// it, and bad goes into quarantine/ at the last flush only, leaving no
+// refusal count behind, with a warning at each flush and one ERROR line.
+// It returns the spool the last flush used, and that line.
+func flushToQuarantine(t *testing.T, dir string, s *spool.Spool, log *logBuffer, w sink.Writer, bad string) (*spool.Spool, map[string]any) {
+	t.Helper()
+	for i := 1; i <= spool.QuarantineAfter; i++ {
+		if i > 1 {
+			s.Close()
+			s = reopen(t, dir, log)
+		}
+		n, err := s.Flush(context.Background(), w)
+		if want := map[bool]int{true: 2, false: 0}[i == 1]; n != want || err != nil {
+			t.Fatalf("flush %d = %d, %v; want %d delivered and no error", i, n, err, want)
+		}
+		st := s.Stats()
+		if quarantined := i == spool.QuarantineAfter; quarantined != (st.Quarantined == 1) || quarantined != (st.Entries == 0) {
+			t.Fatalf("after flush %d: %+v; want the refused entry quarantined at flush %d only", i, st, spool.QuarantineAfter)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "quarantine", bad)); err != nil {
+		t.Fatalf("refused entry not in quarantine/: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".refusals.json")); !os.IsNotExist(err) {
+		t.Errorf("refusal counts kept for an entry no longer in the queue: %v", err)
+	}
+	if warned := log.lines(t, "refused a spooled entry for what it holds"); len(warned) != spool.QuarantineAfter {
+		t.Errorf("%d warnings of a refusal, want one per flush; log:\n%s", len(warned), log)
+	}
+	moved := log.lines(t, "moved aside")
+	if len(moved) != 1 {
+		t.Fatalf("%d lines saying an entry was moved aside, want 1; log:\n%s", len(moved), log)
+	}
+	m := moved[0]
+	if m["level"] != "ERROR" || m["entry"] != bad || !strings.Contains(m["retry"].(string), "--retry-quarantined") {
+		t.Errorf("the quarantine's line is not an ERROR naming the file %s and the way to retry it: %v", bad, m)
+	}
+	return s, m
+}
+
 // A spool holding an entry the server refuses for what it holds, between
 // two it takes: the good ones land at the first flush, the bad one stays
 // until its QuarantineAfter-th refusal and is then moved into quarantine/,
@@ -158,40 +201,12 @@ func TestRefusedEntryIsQuarantinedAndRetried(t *testing.T) {
 	bad := names[1]
 	ctx := context.Background()
 
-	for i := 1; i <= spool.QuarantineAfter; i++ {
-		if i > 1 {
-			s.Close()
-			s = reopen(t, dir, log)
-		}
-		n, err := s.Flush(ctx, ch)
-		if want := map[bool]int{true: 2, false: 0}[i == 1]; n != want || err != nil {
-			t.Fatalf("flush %d = %d, %v; want %d delivered and no error", i, n, err, want)
-		}
-		st := s.Stats()
-		if quarantined := i == spool.QuarantineAfter; quarantined != (st.Quarantined == 1) || quarantined != (st.Entries == 0) {
-			t.Fatalf("after flush %d: %+v; want the refused entry quarantined at flush %d only", i, st, spool.QuarantineAfter)
-		}
-	}
+	s, m := flushToQuarantine(t, dir, s, log, ch, bad)
 	if got := []uint64{snapshotsOf(t, db, 1), snapshotsOf(t, db, 2), snapshotsOf(t, db, 3)}; !slices.Equal(got, []uint64{1, 0, 1}) {
 		t.Errorf("snapshots of projects 1, 2, 3: %v; want the entries around the refused one delivered", got)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "quarantine", bad)); err != nil {
-		t.Fatalf("refused entry not in quarantine/: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, ".refusals.json")); !os.IsNotExist(err) {
-		t.Errorf("refusal counts kept for an entry no longer in the queue: %v", err)
-	}
-	if warned := log.lines(t, "refused a spooled entry for what it holds"); len(warned) != spool.QuarantineAfter {
-		t.Errorf("%d warnings of a refusal, want one per flush; log:\n%s", len(warned), log)
-	}
-	moved := log.lines(t, "moved aside")
-	if len(moved) != 1 {
-		t.Fatalf("%d lines saying an entry was moved aside, want 1; log:\n%s", len(moved), log)
-	}
-	m := moved[0]
-	if m["level"] != "ERROR" || m["entry"] != bad || m["table"] != "projects" || m["rows"] != float64(3) ||
-		!strings.Contains(m["err"].(string), "Cannot parse string '0xdead'") || !strings.Contains(m["retry"].(string), "--retry-quarantined") {
-		t.Errorf("the quarantine's line does not name the file %s, table projects, 3 rows and the server's message: %v", bad, m)
+	if m["table"] != "projects" || m["rows"] != float64(3) || !strings.Contains(m["err"].(string), "Cannot parse string '0xdead'") {
+		t.Errorf("the quarantine's line does not name table projects, 3 rows and the server's message: %v", m)
 	}
 
 	// The cause remains: the entry stays where it is.
