@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -232,6 +233,71 @@ func TestRefusedEntryIsQuarantinedAndRetried(t *testing.T) {
 	}
 	if left := entryNames(t, filepath.Join(dir, "quarantine")); len(left) != 0 {
 		t.Errorf("quarantine/ still holds %v", left)
+	}
+}
+
+// scheduleEnum makes the schedule column of message_read_snapshots an
+// Enum8 of the schedules of its day, as an operator might by hand to save
+// space. clickhouse-go converts each value to its column's type itself:
+// it refuses a row of a schedule added since before sending it, with an
+// error of its own rather than the server's (sink.Unconvertible), and
+// hangs up in the middle of the INSERT.
+const scheduleEnum = "ALTER TABLE {db}.message_read_snapshots MODIFY COLUMN schedule Enum8('hourly' = 1, 'daily' = 2)"
+
+// scheduled is projectBatch's rows written by a pass of schedule.
+func scheduled(id int64, schedule string) *sink.Batch {
+	b := projectBatch(id, strconv.FormatInt(id, 10))
+	b.Schedule = schedule
+	return b
+}
+
+// schedulesOf reads back "project schedule" for each stored snapshot row.
+func schedulesOf(t *testing.T, db *sinktest.DB) []string {
+	t.Helper()
+	return sinktest.Lines(t, db.Conn, "SELECT concat(toString(project_id), ' ', toString(schedule)) FROM "+
+		db.Table("message_read_snapshots")+" ORDER BY project_id")
+}
+
+// A spool holding an entry the driver cannot convert, between two it
+// converts, fares as one holding an entry the server refuses: the good
+// ones land at the first flush, and the bad one stays until its
+// QuarantineAfter-th refusal, then goes into quarantine/ with an ERROR
+// naming the file, its table, its rows, the driver's message and what to
+// do. Once the column has its type back, the entry is delivered whole.
+func TestUnconvertibleEntryIsQuarantined(t *testing.T) {
+	db, _ := migrated(t)
+	exec(t, db, scheduleEnum)
+	dsn := db.DSN
+	if sinktest.Lacks(sinktest.SurvivesKilledClient) {
+		// The driver's hang-up may leave the server's last packets
+		// unread, and reset the connection: such a server is reached
+		// through a proxy, which never passes a reset on.
+		dsn = db.NewProxy(t).DSN
+	}
+	ch := historytest.OpenSink(t, dsn)
+	dir := t.TempDir()
+	s, log := openLogged(t, dir)
+	names := put(t, s, scheduled(1, "hourly"), scheduled(2, "weekly"), scheduled(3, "daily"))
+	bad := names[1]
+
+	s, m := flushToQuarantine(t, dir, s, log, ch, bad)
+	if got := schedulesOf(t, db); !slices.Equal(got, []string{"1 hourly", "3 daily"}) {
+		t.Errorf("snapshot rows %q; want those of the entries around the unconvertible one", got)
+	}
+	if m["table"] != "message_read_snapshots" || m["rows"] != float64(3) ||
+		!strings.Contains(m["err"].(string), `unknown element "weekly"`) || !strings.Contains(m["fix"].(string), "docs/clickhouse.md") {
+		t.Errorf("the quarantine's line does not name table message_read_snapshots, 3 rows, the driver's message and a fix: %v", m)
+	}
+
+	exec(t, db, "ALTER TABLE {db}.message_read_snapshots MODIFY COLUMN schedule String")
+	if n, err := s.RetryQuarantined(context.Background(), ch); n != 1 || err != nil {
+		t.Fatalf("retry once the column has its type back = %d, %v; want 1 delivered", n, err)
+	}
+	if got := schedulesOf(t, db); !slices.Equal(got, []string{"1 hourly", "2 weekly", "3 daily"}) {
+		t.Errorf("snapshot rows %q; want every entry's", got)
+	}
+	if st := s.Stats(); st.Quarantined != 0 || st.Entries != 0 {
+		t.Errorf("after the retry: %+v; want nothing left", st)
 	}
 }
 
