@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/proto"
 )
 
 // A refusal is an answer from a server that is up: it received the
@@ -37,18 +38,61 @@ func Refused(err error) (fix string, ok bool) {
 // RefusedForContent reports whether err is a refusal that may concern what
 // the write held rather than the server: a refusal (see Refused) other
 // than those every write meets whatever it holds (a login, a right, a
-// statement, setting or database the server does not know). A value the
-// server cannot convert, a table or column dropped by hand, a view of the
-// user's that throws on some rows: the server may take other writes
-// meanwhile. The spool moves such an entry aside once it has proof of
-// that (see package spool).
+// statement, setting or database the server does not know), or a value
+// the driver could not convert to its column's type (see Unconvertible).
+// A value the server or the driver cannot convert, a table or column
+// dropped or altered by hand, a view of the user's that throws on some
+// rows: the server may take other writes meanwhile. The spool moves such
+// an entry aside once it has proof of that (see package spool).
 func RefusedForContent(err error) bool {
+	if Unconvertible(err) {
+		return true
+	}
 	if _, ok := Refused(err); !ok {
 		return false
 	}
 	var ex *clickhouse.Exception
 	errors.As(err, &ex)
 	return !known[ex.Code].everyWrite
+}
+
+// Unconvertible reports whether err is clickhouse-go's refusal of a value
+// it could not convert to its column's type while it appended a row to an
+// INSERT's block: the client's counterpart of a server that cannot parse a
+// value. The driver converts each value itself, to the type the server
+// gave the column when the INSERT began, and fails before the row is sent
+// with an error of its own, not an exception. It counts as a refusal for
+// what the write holds (see RefusedForContent), not as an outage: the
+// server is up (it sent the columns' types), the same rows meet the same
+// error at every try, and other writes go on: rows whose values the
+// column takes, and the other tables'.
+//
+// The driver wraps whatever a column's AppendRow returns in a
+// *proto.BlockError whose Op is "AppendRow" and which names the column: a
+// Go type the column does not take (*column.ColumnConverterError: a
+// column whose type was changed by hand or by another release's
+// migration, such as a String made a number) or a value its type cannot
+// hold (*column.Error: an element an Enum lacks; plain errors: a string
+// longer than a FixedString, a number beyond a Decimal or a big integer).
+// Not: its Op "Append", a count of values other than the columns', which
+// every write of a table meets (readsync's own mistake); nor an error of
+// the connection or the server, which never comes wrapped so.
+// A time beyond a DateTime's range is no such error: the driver wraps it
+// around without a word (sink.Time clamps it before).
+func Unconvertible(err error) bool {
+	var be *proto.BlockError
+	return errors.As(err, &be) && be.Op == "AppendRow"
+}
+
+// Fix says what an operator can do about err: a refusal's fix (see
+// Refused), or that of a value the driver cannot convert (see
+// Unconvertible); "" for anything else, such as an outage.
+func Fix(err error) string {
+	if Unconvertible(err) {
+		return fixValue
+	}
+	fix, _ := Refused(err)
+	return fix
 }
 
 // The fixes readsync can name.
@@ -65,6 +109,8 @@ const (
 	fixSetting = "the server does not know a setting sent with readsync's statements: remove it from the query parameters of READSYNC_CLICKHOUSE_DSN " +
 		"(readsync sends no other setting the server does not list in system.settings)"
 	fixSchema = "readsync's tables are not as it left them (dropped, renamed or altered by hand?): `readsync --check` shows the schema's state"
+	fixValue  = "the column the message names has a type that does not take readsync's value (altered by hand, or by another release's migration?): " +
+		"give it back the type docs/clickhouse.md lists under Schema"
 )
 
 // refusal is what readsync knows of a refusal: what to do about it, and

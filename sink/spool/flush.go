@@ -38,7 +38,8 @@ const refusedInARow = 3
 // of delivery does not change what the tables hold. An outage, or a
 // refusal every write meets (a login, a right, a setting: see
 // sink.RefusedForContent), stops the flush, leaving the entry and those
-// behind it for the next one. A refusal of an entry for what it holds
+// behind it for the next one. A refusal of an entry for what it holds (by
+// the server, or by the driver that cannot convert one of its values)
 // counts against it and the flush goes on with the next, up to
 // refusedInARow in a row. An entry refused QuarantineAfter times, once the
 // database was seen to take another entry since its first refusal, is
@@ -159,9 +160,8 @@ func (f *flush) judge() {
 		if !ok || r.Refusals < QuarantineAfter || !r.Proven {
 			continue
 		}
-		fix, _ := sink.Refused(re.err)
 		if f.s.quarantine(re.name, re.size, "spooled entry ClickHouse refused for what it holds moved aside; the entries behind it go on",
-			"table", re.table, "rows", re.rows, "refusals", r.Refusals, "err", re.err, "fix", fix,
+			"table", re.table, "rows", re.rows, "refusals", r.Refusals, "err", re.err, "fix", sink.Fix(re.err),
 			"retry", "readsync --flush-spool --retry-quarantined, once the cause is gone") {
 			delete(f.refusals, re.name)
 		}

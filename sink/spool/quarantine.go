@@ -99,9 +99,8 @@ func (s *Spool) RetryQuarantined(ctx context.Context, t sink.Writer) (int, error
 			done++
 			s.log.Info("quarantined spool entry delivered", "entry", name, "rows", e.rows())
 		case sink.RefusedForContent(err):
-			fix, _ := sink.Refused(err)
 			s.log.Error("ClickHouse refused a quarantined spool entry again; it stays", "entry", name, "dir", dir,
-				"table", tableOf(err), "rows", e.rows(), "err", err, "fix", fix)
+				"table", tableOf(err), "rows", e.rows(), "err", err, "fix", sink.Fix(err))
 		default:
 			return done, fmt.Errorf("replay quarantined entry %s: %w", name, err)
 		}
