@@ -98,14 +98,16 @@ func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Sche
 	// from the start catches up with whatever changed while readsync was
 	// down (a process killed between a write and its refresh, rows written
 	// by another) and then with each pass's writes; the move of a
-	// database of an earlier release onto this one's sort key; and the
-	// reading of the failing names into the metrics. None holds a pass.
+	// database of an earlier release onto this one's sort key; the
+	// reading of the failing names into the metrics; and the expiry of
+	// what is older than its retention. None holds a pass.
 	var background gosync.WaitGroup
 	background.Go(func() { a.flushLoop(ctx, st) })
 	reconciler := a.reconcileLoop(st.ch)
 	background.Go(func() { reconciler.Run(ctx) })
 	background.Go(func() { a.resortLoop(ctx, st.ch) })
 	background.Go(func() { a.nameHealthLoop(ctx, st.ch) })
+	background.Go(func() { a.expiryLoop(ctx, st.ch) })
 
 	// Every tick is accounted for in sync_runs: those nobody ran while
 	// readsync was down are recorded before the first new one.

@@ -62,7 +62,7 @@ func (c *Config) checkRetention(p *problems, decoded map[string]bool) {
 		for _, s := range c.Schedules {
 			if need := 2 * s.LongestInterval(); raw < need {
 				p.add(fmt.Errorf("READSYNC_RETAIN_RAW=%q: shorter than two intervals of schedule %q (%q, up to %s apart): a snapshot's reads gained are computed from the one before it; keep at least %s",
-					p.raw["READSYNC_RETAIN_RAW"], s.Name, s.Cron, s.LongestInterval(), Retention(need.Round(24*time.Hour)+24*time.Hour)))
+					p.raw["READSYNC_RETAIN_RAW"], s.Name, s.Cron, s.LongestInterval(), Retention(need)))
 			}
 		}
 	}

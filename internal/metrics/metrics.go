@@ -61,7 +61,8 @@ type Metrics struct {
 	// each kind (pass, reconcile).
 	readRows, readBytes *prometheus.CounterVec
 
-	names *nameMetrics
+	names  *nameMetrics
+	expiry *expiryMetrics
 }
 
 // New registers every series of a process running the build of version
@@ -73,6 +74,7 @@ func New(version, commit string) *Metrics {
 		m.reconciles, m.reconcileRewritten, m.reconcileReached, m.reconcilePending, m.readRows, m.readBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.register(m.names.collectors()...)
+	m.register(m.expiry.collectors()...)
 	m.registerReadOnScrape(version, commit)
 	for _, outcome := range []string{"ok", "error", "deferred"} {
 		m.reconciles.WithLabelValues(outcome)
@@ -86,7 +88,7 @@ func New(version, commit string) *Metrics {
 
 // newSeries declares the series the process updates as it goes.
 func newSeries() *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), names: newNameMetrics()}
+	m := &Metrics{reg: prometheus.NewRegistry(), names: newNameMetrics(), expiry: newExpiryMetrics()}
 	m.declarePassSeries()
 	m.declareWriteSeries()
 	m.declareShardSeries()

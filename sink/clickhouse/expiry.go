@@ -2,6 +2,7 @@ package clickhouse
 
 import (
 	"context"
+	"time"
 
 	"github.com/readsync/readsync/sink/expiry"
 )
@@ -34,4 +35,10 @@ func (c *ClickHouse) StoredPartitions(ctx context.Context) ([]expiry.Partition, 
 // expiry.ReadEdges).
 func (c *ClickHouse) ExpiryEdges(ctx context.Context) (expiry.Edges, error) {
 	return expiry.ReadEdges(ctx, c.conn)
+}
+
+// ClaimExpiry reports which daemon runs expiry now, empty when it is
+// owner (see expiry.Expirer.Claim).
+func (c *ClickHouse) ClaimExpiry(ctx context.Context, owner string, lease time.Duration) (string, error) {
+	return expiry.New(c.conn).Claim(ctx, owner, lease)
 }

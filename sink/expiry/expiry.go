@@ -324,3 +324,52 @@ func ReadEdges(ctx context.Context, c *chconn.Conn) (Edges, error) {
 	}
 	return out, nil
 }
+
+// Claim reports which daemon runs expiry now, empty when it is owner: the
+// one that recorded the latest run within lease. A daemon that finds
+// nobody holds it records a run and reads the runs back a second later,
+// so that of several daemons starting together one runs it (ties broken
+// by name, so that every daemon names the same one). The holder's record
+// of this run renews its lease.
+func (e *Expirer) Claim(ctx context.Context, owner string, lease time.Duration) (string, error) {
+	for claimed := false; ; claimed = true {
+		holder, err := e.holder(ctx, lease)
+		switch {
+		case err != nil:
+			return "", err
+		case holder != "" && holder != owner:
+			return holder, nil
+		case holder == owner && claimed:
+			return "", nil
+		}
+		q := "INSERT INTO " + e.names.Table(schema.Expiries) + " (started_at, owner, resolution, table, partition, kept_from, rows, bytes)"
+		if err := e.conn.InsertRow(e.conn.SyncInserts(ctx), q, time.Now().UTC().Truncate(time.Second), owner, "", "", "", time.Unix(0, 0).UTC(), uint64(0), uint64(0)); err != nil {
+			return "", e.conn.Redact(fmt.Errorf("expiry: record the run in %s: %w", schema.Expiries, err))
+		}
+		if holder == owner {
+			return "", nil
+		}
+		if claimed {
+			// The claim is not read back (a replica behind): run, which
+			// costs no more than a run twice.
+			return "", nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// holder returns the daemon that recorded the latest run within lease.
+func (e *Expirer) holder(ctx context.Context, lease time.Duration) (string, error) {
+	var owner string
+	q := fmt.Sprintf("SELECT owner FROM %s WHERE table = '' AND owner != '' AND started_at >= now() - %d ORDER BY started_at DESC, owner DESC LIMIT 1",
+		e.names.Table(schema.Expiries), int64(lease/time.Second))
+	err := chconn.QueryEach(ctx, e.conn, q, func(rows driver.Rows) error { return rows.Scan(&owner) })
+	if err != nil {
+		return "", e.conn.Redact(fmt.Errorf("expiry: read the latest run in %s: %w", schema.Expiries, err))
+	}
+	return owner, nil
+}
