@@ -196,3 +196,39 @@ func assertViews(t *testing.T, db *sinktest.DB, want map[string][]string, when s
 		}
 	}
 }
+
+// TestExpiryOnEveryShard expires the oldest months of a history on the
+// sharded cluster: each shard's local table loses the expired partitions
+// and keeps the rest, and every view equals its brute force over what is
+// kept.
+func TestExpiryOnEveryShard(t *testing.T) {
+	c := sinktest.NewCluster(t, sinktest.Sharded)
+	ctx := context.Background()
+	ch := historytest.OpenCluster(t, c, 0)
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	writeMonths(t, ch, now)
+	rawCut := monthStart(now, -2).Add(10 * 24 * time.Hour)
+	rep, err := ch.Expire(ctx, expiry.Policy{schema.Raw: now.Sub(rawCut)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Dropped) == 0 {
+		t.Fatal("expiry dropped nothing")
+	}
+	edges, err := ch.ExpiryEdges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, conn := range c.Conns {
+		q := fmt.Sprintf("SELECT concat(toString(countIf(snapshot_at < toDateTime(%d))), ' ', toString(count())) FROM %s",
+			edges.Raw().Unix(), c.Table("message_read_snapshots_local"))
+		got := strings.Fields(sinktest.Lines(t, conn, q)[0])
+		if got[0] != "0" || got[1] == "0" {
+			t.Errorf("node %d keeps %s rows before the edge %s and %s in all; want none before and some after", i+1, got[0], edges.Raw(), got[1])
+		}
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+}
