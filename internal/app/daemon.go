@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	gosync "sync"
 	"time"
 
@@ -293,14 +294,18 @@ const (
 	reconcileStepTimeout = derived.Lease
 )
 
-// reconcileOwner names this daemon in the reconcile steps it records, for
-// the other daemons to leave the steps to it: its StatefulSet pod's name,
-// which a restarted pod keeps, so that it resumes at once rather than
-// wait out the lease of its earlier self; or its host's name. Two daemons
-// of one name both run steps, which costs work and nothing else.
+// reconcileOwner names this daemon in the reconcile steps and expiry
+// runs it records, for the other daemons to leave them to it: its
+// StatefulSet pod's name, which a restarted pod keeps, so that it resumes
+// at once rather than wait out the lease of its earlier self; or the pod
+// name READSYNC_SHARD gives (readsync-2/3); or its host's name. Two
+// daemons of one name both run steps, which costs work and nothing else.
 func (a *app) reconcileOwner() string {
 	if a.cfg.Member != nil {
 		return a.cfg.Member.Pod
+	}
+	if pod, _, ok := strings.Cut(a.cfg.Shard, "/"); ok && strings.ContainsFunc(pod, func(r rune) bool { return r < '0' || r > '9' }) {
+		return strings.TrimSpace(pod)
 	}
 	if host, err := os.Hostname(); err == nil && host != "" {
 		return host
