@@ -23,13 +23,15 @@ const (
 	// and the names' health read (sync_runs, reconciles, name_failures,
 	// name_successes), which must stay at least as long.
 	Raw Resolution = "raw"
+	// Hourly is a row per message or project and UTC hour.
+	Hourly Resolution = "hourly"
 	// Daily is a row per message or project and UTC day.
 	Daily Resolution = "daily"
 )
 
 // Resolutions lists the resolutions, finest first: a coarser one keeps
 // its rows at least as long as a finer one.
-func Resolutions() []Resolution { return []Resolution{Raw, Daily} }
+func Resolutions() []Resolution { return []Resolution{Raw, Hourly, Daily} }
 
 // ExpiringTable is a table whose partitions expire.
 type ExpiringTable struct {
@@ -58,7 +60,8 @@ var expiriesTable = tableDef{name: Expiries, columns: []columnDef{
 }, layout: layout{engine: engine{name: "MergeTree"}, orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
 
 // expiringDefs are the tables that expire, by resolution. A test holds
-// every partitioned table of the schema to this list or to keptTables.
+// every table the migrations create partitioned by month to this list
+// (TestEveryPartitionedTableExpires).
 func expiringDefs() []struct {
 	def tableDef
 	res Resolution
@@ -77,6 +80,9 @@ func expiringDefs() []struct {
 		{legacySchedulesTable, Raw},
 		{NameFailuresTable.def(), Raw},
 		{NameSuccessesTable.def(), Raw},
+		{hourlyRollupTable.tableDef, Hourly},
+		{hourRollupTable, Hourly},
+		{hourGainsTable, Hourly},
 		{rollupByName(DailyRollup), Daily},
 		{dayRollupTable, Daily},
 		{dayGainsTable, Daily},
