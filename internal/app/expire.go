@@ -13,7 +13,7 @@ import (
 
 // retentions are the configured retentions, by resolution.
 func (a *app) retentions() map[schema.Resolution]config.Retention {
-	return map[schema.Resolution]config.Retention{schema.Raw: a.cfg.RetainRaw, schema.Daily: a.cfg.RetainDaily}
+	return map[schema.Resolution]config.Retention{schema.Raw: a.cfg.RetainRaw, schema.Hourly: a.cfg.RetainHourly, schema.Daily: a.cfg.RetainDaily}
 }
 
 // retention is the expiry policy of the configured retentions.
@@ -26,7 +26,7 @@ func (a *app) retention() expiry.Policy {
 }
 
 // expire is --expire: it drops once the partitions whose rows are all
-// older than their resolution's retention (READSYNC_RETAIN_*), printing a
+// older than their resolution's retention (READSYNC_RETAIN_RAW, _HOURLY, _DAILY), printing a
 // line per partition, and exits 0 when done, 1 when a drop or ClickHouse
 // failed. With dryRun it prints what it would drop and drops nothing.
 // With no retention set it drops nothing and says so.

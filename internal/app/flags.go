@@ -158,7 +158,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.repair, "repair", false, "with --verify: rebuild the derived rows of the projects that differ, then verify again")
 	fs.BoolVar(&f.failingNames, "failing-names", false, "print the names failing now (name_health), one a line: schedule, nft, passes failed in a row, kind, last error; exit 1 if any is")
 	fs.BoolVar(&f.json, "json", false, "with --failing-names: print one JSON object a line, with name_health's columns")
-	fs.BoolVar(&f.expire, "expire", false, "drop once the partitions older than their retention (READSYNC_RETAIN_RAW, READSYNC_RETAIN_DAILY), then exit: 0 done, 1 failed")
+	fs.BoolVar(&f.expire, "expire", false, "drop once the partitions older than their retention (READSYNC_RETAIN_RAW, READSYNC_RETAIN_HOURLY, READSYNC_RETAIN_DAILY), then exit: 0 done, 1 failed")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	return fs
 }

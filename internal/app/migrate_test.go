@@ -16,15 +16,15 @@ import (
 // insert deduplication tokens, which 18.16 lacks.
 func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	t.Helper()
-	const last = `5 "schedule coverage", 6 "reads gained", 7 "derived history that repairs itself", 8 "reconcile in bounded steps", 9 "snapshots sorted by project snapshot", 10 "name health", 11 "record of expiry"`
+	const last = `5 "schedule coverage", 6 "reads gained", 7 "derived history that repairs itself", 8 "reconcile in bounded steps", 9 "snapshots sorted by project snapshot", 10 "name health", 11 "record of expiry", 12 "hourly resolution"`
 	pending := `1 "create tables and views", 2 "dashboard rollups", 3 "views in the form current releases accept", `
 	var n uint64
 	f.Query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
 		"(SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window')", &n)
 	if n == 0 {
-		return 11, pending + last
+		return 12, pending + last
 	}
-	return 11, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
+	return 12, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
 }
 
 // --check reports a pending schema without creating anything; --migrate
@@ -57,8 +57,8 @@ func TestMigrateFlag(t *testing.T) {
 	// schedules and the record of reconciles; the record of the move of
 	// the snapshot table onto its sort key; the names' failures and
 	// successes and the view of their health.
-	if tables != 33 {
-		t.Errorf("%d tables and views after --migrate, want 33", tables)
+	if tables != 40 {
+		t.Errorf("%d tables and views after --migrate, want 40", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
 	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {

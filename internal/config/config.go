@@ -76,8 +76,9 @@ type Env struct {
 	SpoolFlushInterval time.Duration `env:"READSYNC_SPOOL_FLUSH_INTERVAL, default=30s" help:"how often the daemon retries delivering the spool"`
 	ShutdownGrace      time.Duration `env:"READSYNC_SHUTDOWN_GRACE, default=30s" help:"how long a running pass may go on after SIGTERM or SIGINT"`
 
-	RetainRaw   Retention `env:"READSYNC_RETAIN_RAW" help:"how long the raw history (every snapshot, the per-snapshot rollups, the change logs, sync_runs, reconciles, the names' outcomes) is kept, such as 90d; unset or 0: forever"`
-	RetainDaily Retention `env:"READSYNC_RETAIN_DAILY" help:"how long the daily rollups and daily gains are kept, at least READSYNC_RETAIN_RAW, such as 730d; unset or 0: forever"`
+	RetainRaw    Retention `env:"READSYNC_RETAIN_RAW" help:"how long the raw history (every snapshot, the per-snapshot rollups, the change logs, sync_runs, reconciles, the names' outcomes) is kept, such as 90d; unset or 0: forever"`
+	RetainHourly Retention `env:"READSYNC_RETAIN_HOURLY" help:"how long the hourly rollups and hourly gains are kept, at least READSYNC_RETAIN_RAW, such as 365d; unset or 0: forever"`
+	RetainDaily  Retention `env:"READSYNC_RETAIN_DAILY" help:"how long the daily rollups and daily gains are kept, at least READSYNC_RETAIN_HOURLY, such as 730d; unset or 0: forever"`
 
 	NamesNotReadPasses int `env:"READSYNC_NAMES_NOT_READ_PASSES, default=3" help:"passes in a row a name must have failed for readsync_names_not_read to count it (the alert ReadsyncNamesNotRead), 1 to 100000"`
 

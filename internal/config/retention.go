@@ -57,7 +57,7 @@ const retentionForm = "a duration such as 90d (days) or 720h, or 0 or empty to k
 // gains read the snapshot before it), and each coarser resolution kept at
 // least as long as a finer one, forever counting as longest.
 func (c *Config) checkRetention(p *problems, decoded map[string]bool) {
-	raw, daily := c.RetainRaw.Duration(), c.RetainDaily.Duration()
+	raw := c.RetainRaw.Duration()
 	if decoded["READSYNC_RETAIN_RAW"] && raw > 0 {
 		for _, s := range c.Schedules {
 			if need := 2 * s.LongestInterval(); raw < need {
@@ -66,8 +66,22 @@ func (c *Config) checkRetention(p *problems, decoded map[string]bool) {
 			}
 		}
 	}
-	if decoded["READSYNC_RETAIN_RAW"] && decoded["READSYNC_RETAIN_DAILY"] && daily > 0 && (raw == 0 || daily < raw) {
-		p.add(fmt.Errorf("READSYNC_RETAIN_DAILY=%q: shorter than READSYNC_RETAIN_RAW=%q (%s): a coarser resolution keeps its rows at least as long as a finer one; set it to %s or more, or 0 to keep them forever",
-			p.raw["READSYNC_RETAIN_DAILY"], p.raw["READSYNC_RETAIN_RAW"], c.RetainRaw, c.RetainRaw))
+	// Each coarser resolution against the finer before it; forever is
+	// the longest.
+	chain := []struct {
+		name string
+		keep Retention
+	}{{"READSYNC_RETAIN_RAW", c.RetainRaw}, {"READSYNC_RETAIN_HOURLY", c.RetainHourly}, {"READSYNC_RETAIN_DAILY", c.RetainDaily}}
+	for i := 1; i < len(chain); i++ {
+		fine, coarse := chain[i-1], chain[i]
+		if !decoded[fine.name] || !decoded[coarse.name] || coarse.keep == 0 || (fine.keep != 0 && coarse.keep >= fine.keep) {
+			continue
+		}
+		fix := "set it to " + fine.keep.String() + " or more, or 0 to keep them forever"
+		if fine.keep == 0 {
+			fix = "set it to 0 to keep them forever too, or set " + fine.name
+		}
+		p.add(fmt.Errorf("%s=%q: shorter than %s=%q (%s): a coarser resolution keeps its rows at least as long as a finer one; %s",
+			coarse.name, p.raw[coarse.name], fine.name, p.raw[fine.name], fine.keep, fix))
 	}
 }

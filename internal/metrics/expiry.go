@@ -25,7 +25,7 @@ func newExpiryMetrics() *expiryMetrics {
 	return &expiryMetrics{
 		retention: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "readsync_retention_seconds",
-			Help: "The retention of the resolution (READSYNC_RETAIN_RAW, READSYNC_RETAIN_DAILY) in seconds; 0 keeps it forever.",
+			Help: "The retention of the resolution (READSYNC_RETAIN_RAW, READSYNC_RETAIN_HOURLY, READSYNC_RETAIN_DAILY) in seconds; 0 keeps it forever.",
 		}, []string{"resolution"}),
 		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "readsync_history_oldest_timestamp_seconds",

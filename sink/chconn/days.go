@@ -1,6 +1,10 @@
 package chconn
 
-import "cmp"
+import (
+	"cmp"
+
+	"github.com/readsync/readsync/sink"
+)
 
 // Days of Unix times as ClickHouse's DateTime holds them, alone or a
 // project's: what the day rollups are keyed by.
@@ -20,4 +24,46 @@ type ProjectDay struct {
 // Compare orders project days by project, then day.
 func (a ProjectDay) Compare(b ProjectDay) int {
 	return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Day, b.Day))
+}
+
+// Period is a span of UTC time, in seconds, that rollups are keyed by: a
+// day or an hour. For a period other than a day, a ProjectDay's Day is
+// the index of the period since the Unix epoch.
+type Period uint32
+
+// The periods.
+const (
+	Hour Period = 3600
+	Day  Period = 86400
+)
+
+// Of is the index of the period of the Unix time t since the epoch.
+func (p Period) Of(t uint32) uint32 { return t / uint32(p) }
+
+// Start is the Unix time the period of index i starts at.
+func (p Period) Start(i uint32) uint32 { return i * uint32(p) }
+
+// Column is the name of the column the rollups of the period key rows by.
+func (p Period) Column() string {
+	if p == Day {
+		return "day"
+	}
+	return "hour"
+}
+
+// Type is that column's type: a Date for a day, else a DateTime.
+func (p Period) Type() string {
+	if p == Day {
+		return "Date"
+	}
+	return "DateTime"
+}
+
+// Literal writes the start of the period of index i as a value of the
+// column.
+func (p Period) Literal(i uint32) string {
+	if p == Day {
+		return QuoteDate(sink.Time(p.Start(i)).Time())
+	}
+	return DateTime(p.Start(i))
 }

@@ -92,12 +92,18 @@ func SnapshotsExt(name string, set SnapshotSet) (*ExtTable, error) {
 // DaysExt is the external table name of project days: project_id and day,
 // in order.
 func DaysExt(name string, days map[ProjectDay]bool) (*ExtTable, error) {
-	t, err := NewExtTable(name, "project_id", "Int64", "day", "Date")
+	return PeriodsExt(name, Day, days)
+}
+
+// PeriodsExt is an external table of project periods of p: project_id,
+// and the period's column (day or hour).
+func PeriodsExt(name string, p Period, keys map[ProjectDay]bool) (*ExtTable, error) {
+	t, err := NewExtTable(name, "project_id", "Int64", p.Column(), p.Type())
 	if err != nil {
 		return nil, err
 	}
-	for _, pd := range slices.SortedFunc(maps.Keys(days), ProjectDay.Compare) {
-		if err := t.Append(pd.Project, sink.Time(pd.Day*86400).Time()); err != nil {
+	for _, pd := range slices.SortedFunc(maps.Keys(keys), ProjectDay.Compare) {
+		if err := t.Append(pd.Project, sink.Time(p.Start(pd.Day)).Time()); err != nil {
 			return nil, err
 		}
 	}
@@ -200,11 +206,14 @@ func (s SnapshotSet) sorted() []projectSnapshot {
 }
 
 // Days returns the UTC days of s's snapshots.
-func (s SnapshotSet) Days() map[ProjectDay]bool {
+func (s SnapshotSet) Days() map[ProjectDay]bool { return s.Periods(Day) }
+
+// Periods returns the project periods of p of the snapshots of s.
+func (s SnapshotSet) Periods(p Period) map[ProjectDay]bool {
 	out := map[ProjectDay]bool{}
-	for p, ats := range s {
+	for project, ats := range s {
 		for at := range ats {
-			out[ProjectDay{Project: p, Day: DayOf(at)}] = true
+			out[ProjectDay{Project: project, Day: p.Of(at)}] = true
 		}
 	}
 	return out

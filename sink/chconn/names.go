@@ -96,3 +96,18 @@ func (n Names) ReplicaPath() string {
 	}
 	return n.topo.ReplicaPath
 }
+
+// DistributedLocal reads the local table out of a Distributed table's
+// engine_full, Distributed(cluster, database, table[, sharding key]): the
+// table that holds its rows on each host.
+func DistributedLocal(engine string) (string, bool) {
+	args, ok := strings.CutPrefix(engine, "Distributed(")
+	if !ok {
+		return "", false
+	}
+	parts := strings.SplitN(args, ",", 4)
+	if len(parts) < 3 {
+		return "", false
+	}
+	return strings.Trim(strings.TrimSuffix(strings.TrimSpace(parts[2]), ")"), "'`\""), true
+}

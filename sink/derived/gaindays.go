@@ -35,20 +35,35 @@ import (
 // same components.
 var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 
-// refreshGainDays recomputes the day gains rollup for days from the gains
-// rollup.
-func (h *History) refreshGainDays(ctx context.Context, days map[chconn.ProjectDay]bool) error {
-	if len(days) == 0 {
-		return nil
+// refreshGainDays recomputes the day gains rollup and the hour gains
+// rollup (the same sums per UTC hour) for the days and hours of the
+// snapshots of set, from the gains rollup.
+func (h *History) refreshGainDays(ctx context.Context, set chconn.SnapshotSet) error {
+	for _, p := range h.gainPeriods {
+		keys := set.Periods(p)
+		if len(keys) == 0 {
+			continue
+		}
+		sums, err := h.sumGainDays(ctx, p, keys)
+		if err != nil {
+			return h.conn.Redact(fmt.Errorf("refresh %d project %ss of %s: %w", len(keys), p.Column(), gainRollup(p), err))
+		}
+		if len(sums) == 0 {
+			continue
+		}
+		if err := h.writeGainDays(ctx, p, sums); err != nil {
+			return err
+		}
 	}
-	sums, err := h.sumGainDays(ctx, days)
-	if err != nil {
-		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
+	return nil
+}
+
+// gainRollup is the rollup of the gains summed per period p.
+func gainRollup(p chconn.Period) string {
+	if p == chconn.Day {
+		return schema.DayGainsRollup
 	}
-	if len(sums) == 0 {
-		return nil
-	}
-	return h.writeGainDays(ctx, sums)
+	return schema.HourGainsRollup
 }
 
 // daySum is one project day's gains, summed over its snapshots, with the
@@ -59,9 +74,9 @@ type daySum struct {
 	key                            []*big.Int
 }
 
-// sumGainDays reads the gains rollup's rows of the days and sums each
-// day's snapshots.
-func (h *History) sumGainDays(ctx context.Context, days map[chconn.ProjectDay]bool) (map[chconn.ProjectDay]*daySum, error) {
+// sumGainDays reads the gains rollup's rows of the periods p of days and
+// sums each one's snapshots.
+func (h *History) sumGainDays(ctx context.Context, p chconn.Period, days map[chconn.ProjectDay]bool) (map[chconn.ProjectDay]*daySum, error) {
 	projects, lo, hi := daySpan(days)
 	pt, err := chconn.ProjectsExt("day_projects", projects)
 	if err != nil {
@@ -69,11 +84,11 @@ func (h *History) sumGainDays(ctx context.Context, days map[chconn.ProjectDay]bo
 	}
 	// The projects and the span of days narrow the read; the days not
 	// asked for that fall in it are skipped below.
-	q := fmt.Sprintf(`SELECT project_id, toUInt32(toDate(snapshot_at, 'UTC')) AS day, argMax(gain_new_messages, gain_key),
+	q := fmt.Sprintf(`SELECT project_id, toUInt32(intDiv(toUInt32(snapshot_at), %d)) AS period, argMax(gain_new_messages, gain_key),
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
-GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(lo*86400), chconn.DateTime((hi+1)*86400))
+GROUP BY project_id, snapshot_at`, uint32(p), h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(p.Start(lo)), chconn.DateTime(p.Start(hi+1)))
 	sums := map[chconn.ProjectDay]*daySum{}
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
@@ -109,28 +124,30 @@ GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InE
 	return sums, err
 }
 
-// writeGainDays writes the days' sums into the day gains rollup.
-func (h *History) writeGainDays(ctx context.Context, sums map[chconn.ProjectDay]*daySum) error {
+// writeGainDays writes the sums of the periods p into their gains
+// rollup.
+func (h *History) writeGainDays(ctx context.Context, p chconn.Period, sums map[chconn.ProjectDay]*daySum) error {
 	// The values go as external data, a table sent with the INSERT:
 	// as literals in its text, 18.16 took half a second to parse a pass's
 	// worth.
-	input, err := chconn.NewExtTable("day_gains", "project_id", "Int64", "day", "Date", "snapshots", "UInt64",
+	rollup, col := gainRollup(p), p.Column()
+	input, err := chconn.NewExtTable("day_gains", "project_id", "Int64", col, p.Type(), "snapshots", "UInt64",
 		"new_messages", "UInt64", "reads_gained", "Int64", "missed_ticks", "UInt64", "day_key", "String")
 	if err != nil {
-		return fmt.Errorf("refresh %s: %w", schema.DayGainsRollup, err)
+		return fmt.Errorf("refresh %s: %w", rollup, err)
 	}
 	for _, pd := range slices.SortedFunc(maps.Keys(sums), chconn.ProjectDay.Compare) {
 		s := sums[pd]
-		if err := input.Append(pd.Project, sink.Time(pd.Day*86400).Time(), s.snapshots, s.newMessages, s.reads, s.missed, dayGainKey(s.snapshots, s.key)); err != nil {
-			return fmt.Errorf("refresh %s: %w", schema.DayGainsRollup, err)
+		if err := input.Append(pd.Project, sink.Time(p.Start(pd.Day)).Time(), s.snapshots, s.newMessages, s.reads, s.missed, dayGainKey(s.snapshots, s.key)); err != nil {
+			return fmt.Errorf("refresh %s: %w", rollup, err)
 		}
 	}
-	q := fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
-SELECT project_id, day, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
+	q := strings.ReplaceAll(fmt.Sprintf(`INSERT INTO %s (project_id, {period}, {period}_gain_state)
+SELECT project_id, {period}, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), day_key)
 FROM day_gains
-GROUP BY project_id, day`, h.names.Table(schema.DayGainsRollup))
+GROUP BY project_id, {period}`, h.names.Table(rollup)), "{period}", col)
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), input), q); err != nil {
-		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(sums), schema.DayGainsRollup, err))
+		return h.conn.Redact(fmt.Errorf("refresh %d project %ss of %s: %w", len(sums), col, rollup, err))
 	}
 	return nil
 }

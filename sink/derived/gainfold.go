@@ -21,7 +21,17 @@ import (
 // writes its history with INSERT … SELECT runs after. Running it again
 // changes nothing the views show.
 func FoldGains(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error {
-	return New(c).foldHistory(ctx, log, held)
+	h := New(c)
+	// Migration 7 runs it before migration 12 creates the hourly
+	// resolution, which folds the hours' gains itself.
+	n, err := chconn.QueryColumn[uint64](ctx, c, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", c.Names().Database(), schema.HourGainsRollup)
+	if err != nil {
+		return h.conn.Redact(fmt.Errorf("fold reads gained: look for %s: %w", schema.HourGainsRollup, err))
+	}
+	if n[0] == 0 {
+		h.gainPeriods = []chconn.Period{chconn.Day}
+	}
+	return h.foldHistory(ctx, log, held)
 }
 
 // foldGainsRows bounds the snapshot rows a step of the fold reads, and so
@@ -127,11 +137,11 @@ func (h *History) foldStep(ctx context.Context, projects []int64, given chconn.S
 		return 0, h.conn.Redact(fmt.Errorf("fold reads gained of projects %d to %d: %w", projects[0], projects[len(projects)-1], err))
 	}
 	out = slices.DeleteFunc(out, func(r schema.GainRow) bool { return given.Has(r.ProjectID, uint32(r.SnapshotAt.Unix())) })
-	days := map[chconn.ProjectDay]bool{}
+	periods := chconn.SnapshotSet{}
 	for t := range scan.sums {
-		days[chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}] = true
+		periods.Add(t.project, t.at)
 	}
-	if _, err := h.storeGains(ctx, out, days); err != nil {
+	if _, err := h.storeGains(ctx, out, periods); err != nil {
 		return 0, err
 	}
 	return len(out), nil

@@ -49,7 +49,7 @@ func (h *History) refreshSets(ctx context.Context, written, also chconn.Snapshot
 	if targets.Len() == 0 {
 		return res, nil
 	}
-	if err := h.refreshDays(ctx, written.Days()); err != nil {
+	if err := h.refreshDays(ctx, written); err != nil {
 		return res, err
 	}
 	if err := h.addSuccessors(ctx, targets, written); err != nil {
@@ -60,14 +60,14 @@ func (h *History) refreshSets(ctx context.Context, written, also chconn.Snapshot
 	if err != nil {
 		return res, h.conn.Redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", targets.Len(), err))
 	}
-	res.rewritten, err = h.storeGains(ctx, rows, targets.Days())
+	res.rewritten, err = h.storeGains(ctx, rows, targets)
 	return res, err
 }
 
 // storeGains inserts the gain rows whose key the rollup does not hold as
-// its highest for their snapshot, then refreshes days; it returns how many
-// rows it inserted.
-func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, days map[chconn.ProjectDay]bool) (int, error) {
+// its highest for their snapshot, then refreshes the days and hours of
+// the snapshots of periods; it returns how many rows it inserted.
+func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, periods chconn.SnapshotSet) (int, error) {
 	set := chconn.SnapshotSet{}
 	for _, r := range rows {
 		set.Add(r.ProjectID, uint32(r.SnapshotAt.Unix()))
@@ -85,7 +85,7 @@ func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, days ma
 	if err := chconn.Insert(ctx, h.conn, schema.GainsTable, nil, fresh); err != nil {
 		return 0, err
 	}
-	return len(fresh), h.refreshGainDays(ctx, days)
+	return len(fresh), h.refreshGainDays(ctx, periods)
 }
 
 // storedGainKeys returns the highest key the gains rollup holds for each

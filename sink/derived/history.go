@@ -27,6 +27,10 @@ type History struct {
 
 	// reconcileMu makes this process's reconcile steps run one at a time.
 	reconcileMu sync.Mutex
+
+	// gainPeriods are the periods whose gains rollups a refresh of gains
+	// keeps: days and hours, days alone before migration 12.
+	gainPeriods []chconn.Period
 }
 
 // Option changes how a History works.
@@ -39,7 +43,7 @@ func WithSettle(d time.Duration) Option { return func(h *History) { h.settle = d
 
 // New returns the History of the database of c.
 func New(c *chconn.Conn, opts ...Option) *History {
-	h := &History{conn: c, names: c.Names()}
+	h := &History{conn: c, names: c.Names(), gainPeriods: []chconn.Period{chconn.Day, chconn.Hour}}
 	for _, o := range opts {
 		o(h)
 	}

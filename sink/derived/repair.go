@@ -54,7 +54,8 @@ const repairChunk = 1000
 
 // derivedTables are the rollups Repair rebuilds, materialized views' first.
 func derivedTables() []string {
-	return []string{schema.LatestRollup, schema.DailyRollup, schema.SnapshotRollup, schema.FirstRollup, schema.DayRollup, schema.GainsRollup, schema.DayGainsRollup}
+	return []string{schema.LatestRollup, schema.DailyRollup, schema.SnapshotRollup, schema.FirstRollup, schema.DayRollup, schema.GainsRollup, schema.DayGainsRollup,
+		schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup}
 }
 
 // rebuild deletes projects' rows from every rollup and computes them
@@ -112,6 +113,13 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	}
 	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(h.names, dayWhere)); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.DayRollup, err)
+	}
+	hourWhere := "WHERE " + chconn.InExt("project_id", "rebuilt")
+	if edge > 0 {
+		hourWhere += " AND hour >= " + chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(edge+3599)))
+	}
+	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.HourRefresh(h.names, hourWhere)); err != nil {
+		return fmt.Errorf("refill %s: %w", schema.HourRollup, err)
 	}
 	return h.foldGainsOf(ctx, projects, keep.gains)
 }
@@ -203,6 +211,8 @@ func (k keptAtEdge) deletions(t string, edge uint32) []string {
 		return messageConds(k.first)
 	case schema.DailyRollup, schema.DayRollup, schema.DayGainsRollup:
 		return []string{" AND day >= " + day}
+	case schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup:
+		return []string{" AND hour >= " + chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(edge+3599)))}
 	case schema.SnapshotRollup:
 		return []string{" AND snapshot_at >= " + chconn.DateTime(edge)}
 	case schema.GainsRollup:

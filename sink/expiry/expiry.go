@@ -54,10 +54,13 @@ type Partition struct {
 
 // KeptFrom is the time from which on the rows of the partition's
 // resolution are all kept once it is dropped: the second after its newest
-// row, or the day after its newest day.
+// row, the hour after its newest hour, or the day after its newest day.
 func (p Partition) KeptFrom() time.Time {
-	if p.Resolution == schema.Daily {
+	switch p.Resolution {
+	case schema.Daily:
 		return p.Newest.AddDate(0, 0, 1)
+	case schema.Hourly:
+		return p.Newest.Add(time.Hour)
 	}
 	return p.Newest.Add(time.Second)
 }
@@ -182,25 +185,11 @@ func (e *Expirer) localNames(ctx context.Context) (map[string]string, error) {
 		return nil, e.conn.Redact(fmt.Errorf("expiry: read the Distributed tables: %w", err))
 	}
 	for name := range out {
-		if local, ok := distributedLocal(engines[name]); ok {
+		if local, ok := chconn.DistributedLocal(engines[name]); ok {
 			out[name] = local
 		}
 	}
 	return out, nil
-}
-
-// distributedLocal reads the local table out of a Distributed table's
-// engine, Distributed(cluster, database, table[, sharding key]).
-func distributedLocal(engine string) (string, bool) {
-	args, ok := strings.CutPrefix(engine, "Distributed(")
-	if !ok {
-		return "", false
-	}
-	parts := strings.SplitN(args, ",", 4)
-	if len(parts) < 3 {
-		return "", false
-	}
-	return strings.Trim(strings.TrimSuffix(strings.TrimSpace(parts[2]), ")"), "'`\""), true
 }
 
 // Report is what a Run did.

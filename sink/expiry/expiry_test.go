@@ -42,7 +42,8 @@ func viewLines(t *testing.T, db *sinktest.DB) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
 	for v, order := range map[string]string{schema.LatestView: "project_id, message_id", schema.DailyView: "project_id, day",
-		schema.SnapshotView: "project_id, snapshot_at", schema.GainsView: "project_id, snapshot_at", schema.DailyGainsView: "project_id, day"} {
+		schema.SnapshotView: "project_id, snapshot_at", schema.GainsView: "project_id, snapshot_at", schema.DailyGainsView: "project_id, day",
+		schema.HourlyView: "project_id, hour", schema.HourlyGainsView: "project_id, hour"} {
 		cols := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT name FROM system.columns WHERE database = '%s' AND table = '%s'", db.Name, v))
 		for i, c := range cols {
 			cols[i] = "ifNull(toString(" + c + "), 'NULL')"
@@ -83,15 +84,16 @@ func TestExpiryKeepsTheDerivedHistory(t *testing.T) {
 	}
 
 	rawCut := monthStart(now, -2).Add(10 * 24 * time.Hour)
+	hourlyCut := monthStart(now, -3).Add(5 * 24 * time.Hour)
 	dailyCut := monthStart(now, -4).Add(5 * 24 * time.Hour)
-	p := expiry.Policy{schema.Raw: now.Sub(rawCut), schema.Daily: now.Sub(dailyCut)}
+	p := expiry.Policy{schema.Raw: now.Sub(rawCut), schema.Hourly: now.Sub(hourlyCut), schema.Daily: now.Sub(dailyCut)}
 	plan, err := ch.PlanExpiry(ctx, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var planned []string
 	for _, d := range plan.Drops {
-		if d.Table == schema.SnapshotsTable.Name() || d.Table == schema.DailyRollup {
+		if d.Table == schema.SnapshotsTable.Name() || d.Table == schema.DailyRollup || d.Table == schema.HourlyRollup {
 			planned = append(planned, d.Table+" "+d.ID)
 		}
 	}
@@ -100,6 +102,8 @@ func TestExpiryKeepsTheDerivedHistory(t *testing.T) {
 		"message_read_snapshots " + monthStart(now, -4).Format("200601"),
 		"message_read_snapshots " + monthStart(now, -3).Format("200601"),
 		"message_read_daily_rollup " + monthStart(now, -5).Format("200601"),
+		"message_read_hourly_rollup " + monthStart(now, -5).Format("200601"),
+		"message_read_hourly_rollup " + monthStart(now, -4).Format("200601"),
 	}
 	slices.Sort(planned)
 	slices.Sort(want)
@@ -143,7 +147,7 @@ func TestExpiryKeepsTheDerivedHistory(t *testing.T) {
 
 	// Every derived row is as it was, but those of the expired
 	// resolutions' partitions.
-	expected := expectedAfter(before, edge, dailyCut)
+	expected := expectedAfter(before, edge, hourlyCut, dailyCut)
 	assertViews(t, db, expected, "after expiry")
 
 	vrep := historytest.AssertVerified(t, ch, time.Time{})
@@ -163,9 +167,9 @@ func TestExpiryKeepsTheDerivedHistory(t *testing.T) {
 }
 
 // expectedAfter is before without the rows of the partitions expiry
-// drops: the raw rows' from before edge, the daily rows' from before the
-// month of dailyCut.
-func expectedAfter(before map[string][]string, edge, dailyCut time.Time) map[string][]string {
+// drops: the raw rows' from before edge, the hourly and daily rows' from
+// before the months of hourlyCut and dailyCut.
+func expectedAfter(before map[string][]string, edge, hourlyCut, dailyCut time.Time) map[string][]string {
 	out := map[string][]string{}
 	for v, lines := range before {
 		for _, l := range lines {
@@ -178,6 +182,9 @@ func expectedAfter(before map[string][]string, edge, dailyCut time.Time) map[str
 			case schema.DailyView, schema.DailyGainsView:
 				day, _ := time.Parse(time.DateOnly, cols[0])
 				keep = !day.Before(monthStart(dailyCut, 0))
+			case schema.HourlyView, schema.HourlyGainsView:
+				hour, _ := time.Parse(time.DateTime, cols[0])
+				keep = !hour.Before(monthStart(hourlyCut, 0))
 			}
 			if keep {
 				out[v] = append(out[v], l)

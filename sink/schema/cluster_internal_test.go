@@ -62,8 +62,12 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"snapshot_resorts_local": "ReplicatedMergeTree", "snapshot_resorts": "Distributed",
 				"name_failures_local": "ReplicatedReplacingMergeTree", "name_failures": "Distributed",
 				"name_successes_local": "ReplicatedReplacingMergeTree", "name_successes": "Distributed", "name_health": "View",
+				"expiries_local": "ReplicatedMergeTree", "expiries": "Distributed",
+				"project_read_hour_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_hour_rollup": "Distributed",
+				"project_read_hour_gain_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_hour_gain_rollup": "Distributed",
+				"project_read_hourly": "View", "project_read_hourly_gains": "View",
 			}
-			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable) {
+			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable, hourlyRollupTable) {
 				want[r.name+"_local"] = "Replicated" + r.layout.engine.name
 				want[r.name] = "Distributed"
 				want[r.name+"_mv"] = "MaterializedView"

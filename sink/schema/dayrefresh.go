@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/readsync/readsync/sink/chconn"
 )
@@ -27,20 +28,33 @@ var dayRollupTable = tableDef{name: DayRollup, columns: []columnDef{
 // DayRefresh returns the INSERT that computes the day rollup's rows from
 // the daily rollup for the (project, day) pairs that where selects.
 func DayRefresh(n chconn.Names, where string) string {
-	d := ddl{n}
-	return fmt.Sprintf(dayRefreshSQL, d.Table(DayRollup), d.Table(DailyRollup), where,
-		RowUInt64("message_row", RowReadCount), RowUInt64("message_row", RowTotal),
-		RowUInt64("message_row", RowSnapshotAt), RowUInt64("message_row", RowVersion))
+	return periodRefresh(ddl{n}, DayRollup, DailyRollup, "day", where)
 }
 
-const dayRefreshSQL = `INSERT INTO %[1]s (project_id, day, day_state)
-SELECT project_id, day, argMaxState(day_values, refresh_key)
+// HourRefresh returns the INSERT that computes the hour rollup's rows
+// (hourly.go) from the hourly rollup for the (project, hour) pairs that
+// where selects: as DayRefresh does for days.
+func HourRefresh(n chconn.Names, where string) string {
+	return periodRefresh(ddl{n}, HourRollup, HourlyRollup, "hour", where)
+}
+
+// periodRefresh is the refresh of the rollup target of a project's
+// period, named by its column (day, hour), from the rollup source of the
+// messages' last rows of each.
+func periodRefresh(d ddl, target, source, period, where string) string {
+	return strings.ReplaceAll(fmt.Sprintf(dayRefreshSQL, d.Table(target), d.Table(source), where,
+		RowUInt64("message_row", RowReadCount), RowUInt64("message_row", RowTotal),
+		RowUInt64("message_row", RowSnapshotAt), RowUInt64("message_row", RowVersion)), "{period}", period)
+}
+
+const dayRefreshSQL = `INSERT INTO %[1]s (project_id, {period}, {period}_state)
+SELECT project_id, {period}, argMaxState({period}_values, refresh_key)
 FROM
 (
     SELECT
         project_id,
-        day,
-        (count(), sum(%[4]s), sum(%[5]s)) AS day_values,
+        {period},
+        (count(), sum(%[4]s), sum(%[5]s)) AS {period}_values,
         concat(
             toString(count() + 10000000000000000000),
             toString(sum(%[6]s) + 10000000000000000000),
@@ -48,11 +62,11 @@ FROM
             toString(sum(%[7]s %% 4294967296) + 10000000000000000000)) AS refresh_key
     FROM
     (
-        SELECT project_id, day, message_id, maxMerge(day_row) AS message_row
+        SELECT project_id, {period}, message_id, maxMerge({period}_row) AS message_row
         FROM %[2]s
         %[3]s
-        GROUP BY project_id, day, message_id
+        GROUP BY project_id, {period}, message_id
     )
-    GROUP BY project_id, day
+    GROUP BY project_id, {period}
 )
-GROUP BY project_id, day`
+GROUP BY project_id, {period}`

@@ -132,5 +132,8 @@ func migrations() []migration {
 		// (expiry.go). It deletes nothing: only a retention the operator
 		// sets does.
 		{id: 11, name: "record of expiry", sql: expiriesDDL},
+		// An hourly resolution with a retention of its own, filled from
+		// the history written before (hourly.go).
+		{id: 12, name: "hourly resolution", run: migrateHourly, creates: func(d ddl) []string { return hourlyDDL(d, d.Local(SnapshotsTable.name)) }},
 	}
 }

@@ -495,7 +495,7 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 // views fill from every INSERT into message_read_snapshots, each view
 // named for its table with _mv.
 func snapshotViews() []rollupTable {
-	return append(rollupTables(), snapshotChangesTable, firstRollupTable)
+	return append(rollupTables(), snapshotChangesTable, firstRollupTable, hourlyRollupTable)
 }
 
 // swapDistributed is the swap in cluster mode (see above): the swap log

@@ -120,7 +120,7 @@ type Refill struct {
 func Refills(n chconn.Names, where string) []Refill {
 	d := ddl{n}
 	var out []Refill
-	for _, r := range append(rollupTables(), firstRollupTable) {
+	for _, r := range append(rollupTables(), firstRollupTable, hourlyRollupTable) {
 		from := d.Table(SnapshotsTable.name)
 		if r.name == SnapshotRollup {
 			// It sums the rows of each write: each row once.

@@ -470,6 +470,7 @@ type bruteAcc struct {
 	// days: per project and day, the sums of each message's last row that
 	// day.
 	days      map[chconn.ProjectDay]*bruteSums
+	hours     map[chconn.ProjectDay]*bruteSums // by hour since the epoch
 	snapshots map[gainTarget]*bruteSnapshot
 	// given are the project snapshots whose reads gained were computed
 	// from a row that expired: their rows, and their days', are taken
@@ -495,8 +496,9 @@ type bruteSnapshot struct {
 }
 
 func newBruteAcc() *bruteAcc {
-	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay]*bruteSums{}, snapshots: map[gainTarget]*bruteSnapshot{},
-		given: map[gainTarget]bool{}}
+	return &bruteAcc{latest: map[msgKey]bruteRow{}, days: map[chconn.ProjectDay]*bruteSums{}, hours: map[chconn.ProjectDay]*bruteSums{},
+		snapshots: map[gainTarget]*bruteSnapshot{},
+		given:     map[gainTarget]bool{}}
 }
 
 // message takes one message's newest row at each of its snapshots in the
@@ -509,13 +511,19 @@ func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow
 	}
 	prev, hasPrev := priors[k]
 	for i, r := range rows {
-		if i+1 == len(rows) || chconn.DayOf(rows[i+1].at) != chconn.DayOf(r.at) {
-			// The message's last row of its day.
-			pd := chconn.ProjectDay{Project: k.project, Day: chconn.DayOf(r.at)}
-			d := a.days[pd]
+		for _, per := range []struct {
+			p    chconn.Period
+			sums map[chconn.ProjectDay]*bruteSums
+		}{{chconn.Day, a.days}, {chconn.Hour, a.hours}} {
+			if i+1 < len(rows) && per.p.Of(rows[i+1].at) == per.p.Of(r.at) {
+				continue
+			}
+			// The message's last row of its day (hour).
+			pd := chconn.ProjectDay{Project: k.project, Day: per.p.Of(r.at)}
+			d := per.sums[pd]
 			if d == nil {
 				d = &bruteSums{}
-				a.days[pd] = d
+				per.sums[pd] = d
 			}
 			d.add(r)
 		}
@@ -556,11 +564,15 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		out[schema.DailyView][fmt.Sprint(pd.Project, "\t", dateText(pd.Day))] = name(pd.Project) + "\t" +
 			joinNumbers(d.n, d.reads, d.total) + "\t" + rateText(d.reads, d.total)
 	}
+	for pd, d := range a.hours {
+		out[schema.HourlyView][fmt.Sprint(pd.Project, "\t", chconn.Hour.Start(pd.Day))] = name(pd.Project) + "\t" +
+			joinNumbers(d.n, d.reads, d.total) + "\t" + rateText(d.reads, d.total)
+	}
 	type dayGain struct {
 		snapshots, newMessages, reads, missed uint64
 	}
-	days := map[chconn.ProjectDay]*dayGain{}
-	givenDays := map[chconn.ProjectDay]bool{}
+	days, hours := map[chconn.ProjectDay]*dayGain{}, map[chconn.ProjectDay]*dayGain{}
+	givenDays, givenHours := map[chconn.ProjectDay]bool{}, map[chconn.ProjectDay]bool{}
 	for t, s := range a.snapshots {
 		key := fmt.Sprint(t.project, "\t", t.at)
 		out[schema.SnapshotView][key] = name(t.project) + "\t" + joinNumbers(s.newest.n, s.newest.reads, s.newest.total) + "\t" +
@@ -576,19 +588,33 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 		out[schema.GainsView][key] = name(t.project) + "\t" + strconv.FormatUint(uint64(s.prevAt), 10) + "\t" +
 			joinNumbers(s.messages, s.newMessages) + "\t" + strconv.FormatInt(int64(s.reads), 10) + "\t" + strconv.FormatUint(missed, 10)
 		pd := chconn.ProjectDay{Project: t.project, Day: chconn.DayOf(t.at)}
+		ph := chconn.ProjectDay{Project: t.project, Day: chconn.Hour.Of(t.at)}
 		if a.given[t] {
 			out[schema.GainsView][key] = givenRow
-			givenDays[pd] = true
+			givenDays[pd], givenHours[ph] = true, true
 		}
-		d := days[pd]
-		if d == nil {
-			d = &dayGain{}
-			days[pd] = d
+		for _, per := range []struct {
+			key  chconn.ProjectDay
+			sums map[chconn.ProjectDay]*dayGain
+		}{{pd, days}, {ph, hours}} {
+			d := per.sums[per.key]
+			if d == nil {
+				d = &dayGain{}
+				per.sums[per.key] = d
+			}
+			d.snapshots++
+			d.newMessages += s.newMessages
+			d.reads += s.reads
+			d.missed += missed
 		}
-		d.snapshots++
-		d.newMessages += s.newMessages
-		d.reads += s.reads
-		d.missed += missed
+	}
+	for ph, d := range hours {
+		key := fmt.Sprint(ph.Project, "\t", chconn.Hour.Start(ph.Day))
+		out[schema.HourlyGainsView][key] = name(ph.Project) + "\t" + joinNumbers(d.snapshots, d.newMessages) + "\t" +
+			strconv.FormatInt(int64(d.reads), 10) + "\t" + strconv.FormatUint(d.missed, 10)
+		if givenHours[ph] {
+			out[schema.HourlyGainsView][key] = givenRow
+		}
 	}
 	for pd, d := range days {
 		key := fmt.Sprint(pd.Project, "\t", dateText(pd.Day))

@@ -122,6 +122,7 @@ var (
 	colName     = viewColumn{"project_name", kindString}
 	colSnapshot = viewColumn{"snapshot_at", kindTime}
 	colDay      = viewColumn{"day", kindDate}
+	colHour     = viewColumn{"hour", kindTime}
 	colSchedule = viewColumn{"schedule", kindString}
 )
 
@@ -144,6 +145,13 @@ var viewShapes = []viewShape{
 		values: []viewColumn{colNFT, colName, {"snapshots", kindNumber}, {"new_messages", kindNumber}, {"reads_gained", kindNumber},
 			{"missed_ticks", kindNumber}},
 		since: colDay},
+	{name: schema.HourlyView, key: []viewColumn{colProject, colHour},
+		values: []viewColumn{colNFT, colName, {"messages", kindNumber}, {"reads", kindNumber}, {"total", kindNumber}, {"read_rate", kindFloat}},
+		since:  colHour},
+	{name: schema.HourlyGainsView, key: []viewColumn{colProject, colHour},
+		values: []viewColumn{colNFT, colName, {"snapshots", kindNumber}, {"new_messages", kindNumber}, {"reads_gained", kindNumber},
+			{"missed_ticks", kindNumber}},
+		since: colHour},
 	{name: schema.CoverageView, key: []viewColumn{colSchedule, colDay},
 		values: []viewColumn{{"ticks_due", kindNumber}, {"ticks_run", kindNumber}, {"ticks_ok", kindNumber}, {"ticks_skipped", kindNumber},
 			{"ticks_missed", kindNumber}},

@@ -1,0 +1,209 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// The hourly resolution: each message's last row of each UTC hour, and
+// each project's hour, its values and its reads gained, kept as long as
+// READSYNC_RETAIN_HOURLY says, so that a dashboard charts an hour's
+// resolution over ranges whose raw rows expired. It mirrors the daily
+// resolution: the hourly rollup is filled by a materialized view from
+// every INSERT into message_read_snapshots; the hour rollup and the hour
+// gains rollup are refreshed after every write (package derived), with
+// keys that grow with the rows seen.
+
+// Names of the hourly resolution's tables and views.
+const (
+	HourlyRollup    = "message_read_hourly_rollup"
+	HourRollup      = "project_read_hour_rollup"
+	HourGainsRollup = "project_read_hour_gain_rollup"
+	HourlyView      = "project_read_hourly"
+	HourlyGainsView = "project_read_hourly_gains"
+)
+
+// hourOf is a snapshot's UTC hour: hours in the server's time zone would
+// not be UTC's in a zone with a half-hour offset.
+const hourOf = "toDateTime(intDiv(toUInt32(snapshot_at), 3600) * 3600)"
+
+// hourlyRollupTable holds, once merged, one row per message and UTC hour:
+// its last snapshot of the hour.
+var hourlyRollupTable = rollupTable{
+	tableDef: tableDef{name: HourlyRollup, columns: []columnDef{
+		{"project_id", "Int64"}, {"hour", "DateTime"}, {"message_id", "Int64"}, {"hour_row", "AggregateFunction(max, String)"},
+	}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(hour)", "(project_id, hour, message_id)")},
+	fill: `SELECT project_id, ` + hourOf + ` AS hour, message_id, maxState(` + SnapshotRow + `) AS hour_row
+FROM {from} {where}
+GROUP BY project_id, hour, message_id`,
+}
+
+// hourRollupTable is the hour rollup: a project's hour as project_read_hourly
+// shows it (see dayrefresh.go for its key).
+var hourRollupTable = tableDef{name: HourRollup, columns: []columnDef{
+	{"project_id", "Int64"}, {"hour", "DateTime"}, {"hour_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, UInt64), String)"},
+}, layout: hourRollupLayout()}
+
+// hourGainsTable is the hour gains rollup: the gains of a project's
+// snapshots summed per UTC hour, as the day gains rollup sums them per
+// day (package derived's gaindays.go).
+var hourGainsTable = tableDef{name: HourGainsRollup, columns: []columnDef{
+	{"project_id", "Int64"}, {"hour", "DateTime"},
+	{"hour_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
+}, layout: hourRollupLayout()}
+
+// hourRollupLayout stores a rollup with a row per project and hour: by
+// the month of its hour, in granules of fineGranularity, since a refresh
+// reads a few hours of a project.
+func hourRollupLayout() layout {
+	l := rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(hour)", "(project_id, hour)")
+	l.granularity = fineGranularity
+	return l
+}
+
+// projectReadHourly is project_read_hourly: per project and UTC hour, the
+// messages listed, their last reads and totals of the hour, summed.
+func projectReadHourly(d ddl) string {
+	hours := fmt.Sprintf(`SELECT project_id, hour, tupleElement(hour_values, 1) AS messages, tupleElement(hour_values, 2) AS reads,
+    tupleElement(hour_values, 3) AS total
+FROM
+(
+    SELECT project_id, hour, argMaxMerge(hour_state) AS hour_values
+    FROM %s
+    GROUP BY project_id, hour
+)`, d.Table(HourRollup))
+	return "SELECT hour, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, hours)
+}
+
+// projectReadHourlyGains is project_read_hourly_gains: the gains of a
+// project's snapshots summed per UTC hour.
+func projectReadHourlyGains(d ddl) string {
+	hours := fmt.Sprintf(`SELECT
+    project_id,
+    hour,
+    tupleElement(v, 1) AS snapshots,
+    tupleElement(v, 2) AS new_messages,
+    tupleElement(v, 3) AS reads_gained,
+    tupleElement(v, 4) AS missed_ticks
+FROM
+(
+    SELECT project_id, hour, argMaxMerge(hour_gain_state) AS v
+    FROM %s
+    GROUP BY project_id, hour
+)`, d.Table(HourGainsRollup))
+	return "SELECT hour, project_id, nft, project_name, snapshots, new_messages, reads_gained, missed_ticks\nFROM " + withProject(d, hours)
+}
+
+// hourlyViews are the views of the hourly resolution.
+func hourlyViews(d ddl) []view {
+	return []view{{HourlyView, projectReadHourly(d)}, {HourlyGainsView, projectReadHourlyGains(d)}}
+}
+
+// hourlyDDL is what migration 12 creates: the tables, the materialized
+// view that fills the hourly rollup from snapshots, the table that holds
+// the snapshot rows on each host (see chconn.Names.LocalName), and the
+// views.
+func hourlyDDL(d ddl, snapshots string) []string {
+	var stmts []string
+	for _, t := range []tableDef{hourlyRollupTable.tableDef, hourRollupTable, hourGainsTable} {
+		stmts = append(stmts, d.createTable(t)...)
+	}
+	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+		d.Table(HourlyRollup+"_mv"), d.OnCluster(), d.Local(HourlyRollup), hourlyRollupTable.selectFrom(snapshots, "")))
+	for _, v := range hourlyViews(d) {
+		stmts = append(stmts, d.createView(v.name, v.query))
+	}
+	return stmts
+}
+
+// snapshotsLocal is the table that holds the snapshot rows on each host,
+// quoted and qualified: in cluster mode the one the Distributed table
+// reads, which after the move onto the sort key is not
+// message_read_snapshots_local (see chconn.Names.LocalName).
+func (m *migrator) snapshotsLocal(ctx context.Context) (string, error) {
+	d := m.ddl
+	if !d.Clustered() {
+		return d.Local(SnapshotsTable.name), nil
+	}
+	engines, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", d.Database(), SnapshotsTable.name)
+	if err != nil {
+		return "", fmt.Errorf("read the engine of %s: %w", SnapshotsTable.name, err)
+	}
+	if len(engines) == 1 {
+		if local, ok := chconn.DistributedLocal(engines[0]); ok {
+			return d.Table(local), nil
+		}
+	}
+	return d.Local(SnapshotsTable.name), nil
+}
+
+// migrateHourly is migration 12: it creates the hourly resolution and
+// folds the history written before into it, a partition at a time. The
+// materialized view exists before the fold, so no row is missed; a row
+// both take counts once, as the rollup keeps a maximum. The hour rollup
+// is computed from the hourly rollup, and the hour gains from the gains
+// rollup, with a key (0) below every key a refresh writes, so that any
+// later refresh of the hour replaces it. Run again, it changes nothing
+// the views show.
+func migrateHourly(ctx context.Context, m *migrator) error {
+	d := m.ddl
+	snapshots, err := m.snapshotsLocal(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range hourlyDDL(d, snapshots) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	steps := []struct {
+		source, target string
+		insert         func(month string) string
+	}{
+		{SnapshotsTable.name, HourlyRollup, func(month string) string {
+			return fmt.Sprintf("INSERT INTO %s %s", d.Table(HourlyRollup), hourlyRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+month))
+		}},
+		{HourlyRollup, HourRollup, func(month string) string {
+			return HourRefresh(d.Names, "WHERE toYYYYMM(hour) = "+month)
+		}},
+		{GainsRollup, HourGainsRollup, func(month string) string {
+			return fmt.Sprintf(`INSERT INTO %s (project_id, hour, hour_gain_state)
+SELECT project_id, hour, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), '0')
+FROM
+(
+    SELECT project_id, %s AS hour, count() AS snapshots, sum(n) AS new_messages, sum(r) AS reads_gained, sum(t) AS missed_ticks
+    FROM
+    (
+        SELECT project_id, snapshot_at, argMax(gain_new_messages, gain_key) AS n, argMax(gain_reads, gain_key) AS r,
+            argMax(gain_missed_ticks, gain_key) AS t
+        FROM %s
+        WHERE toYYYYMM(snapshot_at) = %s
+        GROUP BY project_id, snapshot_at
+    )
+    GROUP BY project_id, hour
+)
+GROUP BY project_id, hour`, d.Table(HourGainsRollup), hourOf, d.Table(GainsRollup), month)
+		}},
+	}
+	for _, s := range steps {
+		months, err := m.partitions(ctx, s.source)
+		if err != nil {
+			return err
+		}
+		for i, month := range months {
+			if err := m.held(ctx); err != nil {
+				return err
+			}
+			start := time.Now()
+			if err := m.exec(ctx, s.insert(month)); err != nil {
+				return fmt.Errorf("fold month %s of %s into %s: %w", month, s.source, s.target, err)
+			}
+			m.log.Info("folded history into the hourly resolution", "table", s.target, "month", month, "done", i+1, "of", len(months),
+				"duration_ms", time.Since(start).Milliseconds())
+		}
+	}
+	return nil
+}
