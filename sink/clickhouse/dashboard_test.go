@@ -17,6 +17,8 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/expiry"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
@@ -134,7 +136,7 @@ func queryPanels(d *dashboard) []panel {
 // else reads something readsync does not write.
 var readsyncObjects = []string{"projects", "messages", "message_read_snapshots", "sync_runs",
 	"message_read_latest", "project_read_daily", "project_read_snapshots", "schedule_coverage", "project_read_gains", "project_read_daily_gains",
-	"name_health"}
+	"name_health", "project_read_hourly", "project_read_hourly_gains", "expiries"}
 
 var fromIdent = regexp.MustCompile(`(?i)\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_.]*)`)
 
@@ -204,7 +206,7 @@ func TestDashboardStructure(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs", "schedule_coverage",
-		"project_read_daily_gains", "name_health"} {
+		"project_read_daily_gains", "name_health", "project_read_hourly"} {
 		if !read[want] {
 			t.Errorf("no panel reads %s", want)
 		}
@@ -460,7 +462,7 @@ func dashboardVariables(t *testing.T, conn chgo.Conn, d *dashboard) map[string]*
 			}
 		}
 		options := pluginVariableOptions(texts)
-		if len(options) == 0 {
+		if len(options) == 0 && !v.IncludeAll {
 			t.Fatalf("variable %s: its query returned no options\n%s", v.Name, sql)
 		}
 		var current []string
@@ -470,6 +472,11 @@ func dashboardVariables(t *testing.T, conn chgo.Conn, d *dashboard) map[string]*
 				t.Fatalf("variable %s: current value %s is neither a string nor a list of them", v.Name, v.Current.Value)
 			}
 			current = []string{one}
+		}
+		// A variable of one value whose value is not among its options
+		// takes the first (Grafana's validateVariableSelectionState).
+		if !v.Multi && !v.IncludeAll && len(options) > 0 && !slices.ContainsFunc(options, func(o grafanaOption) bool { return len(current) == 1 && o.Value == current[0] }) {
+			current = []string{options[0].Value}
 		}
 		vars[v.Name] = &grafanaVariable{Multi: v.Multi, Options: options, Current: current}
 	}
@@ -652,4 +659,53 @@ func variableSQL(t *testing.T, v variable) string {
 		t.Fatalf("variable %s: query is not the plugin's {\"rawSql\": ...}: %v", v.Name, err)
 	}
 	return q.RawSQL
+}
+
+// The per-snapshot panel over a range whose raw rows expired, as Grafana
+// and the plugin send it: the raw_from variable reads where the kept raw
+// rows start, and the panel shows each project's hours from
+// project_read_hourly there, as many points as that view holds in the
+// range, each on the hour.
+func TestDashboardReadsHoursWhereRawExpired(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ch, db := historytest.OpenTestSink(t)
+	writeDashboardFixture(t, ch)
+	if _, err := ch.Expire(ctx, expiry.Policy{schema.Raw: 30 * 24 * time.Hour}, ""); err != nil {
+		t.Fatal(err)
+	}
+	conn := openDatabase(t, db)
+	d := loadDashboard(t)
+	vars := dashboardVariables(t, conn, d)
+	if from := vars["raw_from"]; from == nil || len(from.Current) != 1 || from.Current[0] == "0" {
+		t.Fatalf("raw_from after the raw rows expired: %+v, want the edge", from)
+	}
+	var raw, hours uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db.Table("project_read_snapshots")).Scan(&raw); err != nil || raw != 0 {
+		t.Fatalf("project_read_snapshots holds %d rows after the raw rows expired (%v)", raw, err)
+	}
+	if err := conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s WHERE hour >= toDateTime(%d) AND hour <= toDateTime(%d)",
+		db.Table("project_read_hourly"), dashboardNow.Add(-48*time.Hour).Unix(), dashboardNow.Unix())).Scan(&hours); err != nil || hours == 0 {
+		t.Fatalf("project_read_hourly holds %d rows in the panel's range (%v): the fixture is wrong", hours, err)
+	}
+	for _, p := range queryPanels(d) {
+		if p.Title != "Read rate per project at each snapshot" {
+			continue
+		}
+		sql := dashboardSQL(t, d, &p, p.Targets[0].RawSQL, vars)
+		cols, rows, err := pluginRun(conn, sql)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, sql)
+		}
+		if uint64(len(rows)) != hours || cols[0] != "time" {
+			t.Fatalf("the panel shows %d points (columns %v), want the %d hours of project_read_hourly in its range\n%s", len(rows), cols, hours, sql)
+		}
+		for _, r := range rows {
+			if at, ok := r[0].(time.Time); !ok || at.Unix()%3600 != 0 {
+				t.Errorf("point at %v, want one on the hour", r[0])
+			}
+		}
+		return
+	}
+	t.Fatal("no panel of the read rate at each snapshot")
 }
