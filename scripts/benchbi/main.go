@@ -227,7 +227,8 @@ func (b *bencher) printSizes(ctx context.Context, w io.Writer, rows uint64) erro
 	r, err := b.conn.Query(ctx, fmt.Sprintf(`SELECT table, sum(bytes_on_disk), sum(rows) FROM system.parts
 WHERE database = '%s' AND active AND table IN ('message_read_snapshots', 'message_read_latest_rollup',
     'message_read_daily_rollup', 'project_read_snapshot_rollup', 'project_read_day_rollup', 'message_read_first_rollup',
-    'project_read_gain_rollup', 'project_read_day_gain_rollup')
+    'project_read_gain_rollup', 'project_read_day_gain_rollup', 'message_read_hourly_rollup', 'project_read_hour_rollup',
+    'project_read_hour_gain_rollup')
 GROUP BY table ORDER BY table`, b.o.database))
 	if err != nil {
 		return fmt.Errorf("read table sizes: %w", err)
@@ -427,7 +428,8 @@ func (b *bencher) queries() ([]query, error) {
 		qs[i].old = oldForm(qs[i].new)
 		qs[i].new += pushDown
 	}
-	// Reads gained had no view before: users wrote it by hand, if at all.
+	// Reads gained and the hourly views had no view before: users wrote
+	// them by hand, if at all.
 	for _, q := range []query{
 		{name: "project_read_gains: one project, 30 days",
 			new: "SELECT * FROM project_read_gains WHERE project_id = 7 ORDER BY snapshot_at"},
@@ -437,6 +439,12 @@ func (b *bencher) queries() ([]query, error) {
 			new: "SELECT * FROM project_read_daily_gains WHERE project_id = 7 AND day >= " + from + " ORDER BY day"},
 		{name: "project_read_daily_gains: all projects, 30 days",
 			new: "SELECT day, nft, reads_gained, new_messages, missed_ticks FROM project_read_daily_gains WHERE day >= " + from + " ORDER BY nft, day"},
+		{name: "project_read_hourly: one project, 30 days",
+			new: "SELECT * FROM project_read_hourly WHERE project_id = 7 ORDER BY hour"},
+		{name: "project_read_hourly: all projects, last day",
+			new: "SELECT nft, hour, reads, total, round(100 * read_rate, 2) AS read_rate_pct FROM project_read_hourly WHERE hour >= " + last + " ORDER BY nft, hour"},
+		{name: "project_read_hourly_gains: all projects, last day",
+			new: "SELECT nft, hour, reads_gained, new_messages FROM project_read_hourly_gains WHERE hour >= " + last + " ORDER BY nft, hour"},
 	} {
 		q.new += pushDown
 		qs = append(qs, q)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -34,6 +35,12 @@ func (b *bencher) panelQueries() ([]query, error) {
 	}
 	start := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	to := start.AddDate(0, 0, b.o.days)
+	// The hidden variable raw_from, as Grafana reads it: where the kept
+	// raw rows start, 0 while none expired.
+	var rawFrom uint32
+	if err := b.inDB.QueryRow(context.Background(), "SELECT toUInt32(max(kept_from)) FROM expiries WHERE table != '' AND resolution = 'raw'").Scan(&rawFrom); err != nil {
+		return nil, fmt.Errorf("read the variable raw_from: %w", err)
+	}
 	var out []query
 	for _, p := range d.Panels {
 		from, span := start, fmt.Sprintf("%d days", b.o.days)
@@ -45,11 +52,12 @@ func (b *bencher) panelQueries() ([]query, error) {
 			from, span = to.AddDate(0, 0, -days), p.TimeFrom
 		}
 		for _, t := range p.Targets {
-			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots", "project_read_gains", "project_read_daily_gains"},
+			if !slices.ContainsFunc([]string{"project_read_daily", "message_read_latest", "project_read_snapshots", "project_read_gains", "project_read_daily_gains",
+				"project_read_hourly"},
 				func(v string) bool { return strings.Contains(t.RawSQL, v) }) {
 				continue
 			}
-			sql, err := sentWithAll(t.RawSQL, from, to)
+			sql, err := sentWithAll(strings.ReplaceAll(t.RawSQL, "${raw_from}", strconv.FormatUint(uint64(rawFrom), 10)), from, to)
 			if err != nil {
 				return nil, fmt.Errorf("panel %q: %w", p.Title, err)
 			}
@@ -68,7 +76,8 @@ var (
 )
 
 // sentWithAll returns a panel's SQL as the plugin sends it, over from to to,
-// with All selected in every variable: its frontend makes each
+// with All selected in every variable (and raw_from already given its
+// value): its frontend makes each
 // $__conditionalAll(condition, $variable) 1=1, its backend expands
 // $__dateFilter and $__timeFilter. sink/clickhouse/dashboard_test.go runs
 // the dashboard through a fuller model of Grafana and the plugin
