@@ -62,7 +62,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -195,6 +195,11 @@ bench-history: build
 bench-health:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-health: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchhealth -dsn "$$dsn" -names $(BENCH_HEALTH_NAMES) -passes $(BENCH_HEALTH_PASSES)
+
+## bench-bytes: the bytes a snapshot row takes on disk, by column, with readsync's schema (codecs included where the server has them).
+bench-bytes:
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-bytes: no ClickHouse; see the message above" >&2; exit 1; }; \
+	for shape in bursty steady; do $(GO) run ./scripts/benchbytes -dsn "$$dsn" -shape $$shape || exit 1; echo; done
 
 ## bench-go: per-message Go benchmarks of list decoding and row building.
 bench-go:

@@ -23,13 +23,17 @@ const (
 	// SettingDedupWindow is the MergeTree setting with which a table that
 	// is not replicated remembers the tokens of its last INSERTs.
 	SettingDedupWindow = "non_replicated_deduplication_window"
+	// settingCodecs is listed by every release that takes per-column
+	// codecs such as CODEC(Delta, ZSTD(3)) (since 20.1; 18.16 refuses
+	// the clause).
+	settingCodecs = "allow_suspicious_codecs"
 )
 
 // readCapabilities reads which of the settings readsync asks about the
 // server knows, query settings and MergeTree settings alike.
 func readCapabilities(ctx context.Context, c *Conn) ([]string, error) {
 	// Names as literals: servers bind a slice parameter differently.
-	names := []string{QuoteString(settingDedupToken)}
+	names := []string{QuoteString(settingDedupToken), QuoteString(settingCodecs)}
 	for _, p := range pinnedInsertSettings() {
 		names = append(names, QuoteString(p.name))
 	}
@@ -52,6 +56,10 @@ func readCapabilities(ctx context.Context, c *Conn) ([]string, error) {
 func (s Server) DedupTokens() bool {
 	return slices.Contains(s.has, settingDedupToken) && slices.Contains(s.has, SettingDedupWindow)
 }
+
+// Codecs reports whether the server takes per-column compression codecs.
+// 18.16 does not.
+func (s Server) Codecs() bool { return slices.Contains(s.has, settingCodecs) }
 
 // pinned returns the settings of pinnedInsertSettings the server knows,
 // with the values readsync needs.

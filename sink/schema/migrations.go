@@ -135,5 +135,13 @@ func migrations() []migration {
 		// An hourly resolution with a retention of its own, filled from
 		// the history written before (hourly.go).
 		{id: 12, name: "hourly resolution", run: migrateHourly, creates: func(d ddl) []string { return hourlyDDL(d, d.Local(SnapshotsTable.name)) }},
+		// Compact storage: codecs for the snapshot table's columns where
+		// the server has them (codecs.go), as migration 4 applies only
+		// where deduplication tokens exist; 18.16 refuses CODEC, and the
+		// step waits for the server's upgrade. New parts take them, and
+		// merges the old: nothing is rewritten.
+		{id: 13, name: "compact storage", requires: chconn.Server.Codecs, run: migrateCodecs, creates: func(d ddl) []string {
+			return codecDDL(d, d.Local(SnapshotsTable.name))
+		}},
 	}
 }

@@ -310,6 +310,14 @@ func (r resorter) setup(ctx context.Context) (ResortReport, error) {
 			return ResortReport{}, err
 		}
 	}
+	if server.Codecs() {
+		// As migration 13 set them on the table the copy replaces.
+		for _, q := range codecDDL(r.d, r.d.Local(resortedSnapshots)) {
+			if err := r.exec(ctx, q); err != nil {
+				return ResortReport{}, err
+			}
+		}
+	}
 	cols := SnapshotsTable.ColumnList()
 	// In cluster mode each host's view copies the rows its local table
 	// takes into its local copy, which replicates them.

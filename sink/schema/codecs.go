@@ -1,0 +1,67 @@
+package schema
+
+import (
+	"context"
+	"fmt"
+)
+
+// Compact storage where the server has codecs: each column of
+// message_read_snapshots compressed by what suits its values under the
+// sort key (project_id, snapshot_at, message_id). Neighbouring rows are a
+// project snapshot's messages, so the times (one per project snapshot)
+// shrink to nothing under Delta, and the counts, which repeat a message's
+// value of a snapshot before, 50 or so rows back, shrink under ZSTD, which
+// finds them there; Delta or T64 would see only the next message's
+// unrelated count. ZSTD(1) does badly on such columns (a level 3 or more
+// finds the repeats). BENCHMARKS.md has the bytes a row, by column.
+//
+// A codec changes no type: percent stays Float64, so a value such as
+// 12.34 is stored exactly however it is inserted, and the spool's entries
+// of every release deliver as they did. Changing a column's codec changes
+// its metadata alone: the parts written before keep theirs until a merge
+// writes them again, and no mutation runs.
+
+// snapshotCodecs are the codecs of message_read_snapshots's columns.
+func snapshotCodecs() []struct{ column, codec string } {
+	return []struct{ column, codec string }{
+		{"project_id", "ZSTD(3)"},
+		{"message_id", "ZSTD(9)"},
+		{"snapshot_at", "Delta, ZSTD(3)"},
+		{"read_count", "ZSTD(9)"},
+		{"total", "ZSTD(9)"},
+		{"percent", "ZSTD(9)"},
+		{"fetched_at", "Delta, ZSTD(3)"},
+		{"version", "Delta, ZSTD(3)"},
+		{"schedule", "ZSTD(3)"},
+	}
+}
+
+// codecDDL sets the codecs of the snapshot table whose rows a host holds
+// in table, quoted and qualified, keeping each column's type.
+func codecDDL(d ddl, table string) []string {
+	types := map[string]string{}
+	for _, c := range SnapshotsTable.def().columns {
+		types[c.name] = c.typ
+	}
+	var stmts []string
+	for _, c := range snapshotCodecs() {
+		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s MODIFY COLUMN %s %s CODEC(%s)", table, d.OnCluster(), c.column, types[c.column], c.codec))
+	}
+	return stmts
+}
+
+// migrateCodecs is migration 13: the snapshot table's codecs, on the
+// table that holds its rows on each host (after the move onto the sort
+// key, in cluster mode, the copy).
+func migrateCodecs(ctx context.Context, m *migrator) error {
+	table, err := m.snapshotsLocal(ctx)
+	if err != nil {
+		return err
+	}
+	for _, q := range codecDDL(m.ddl, table) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
