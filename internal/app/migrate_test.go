@@ -13,7 +13,8 @@ import (
 
 // migrationsFor returns the latest migration that the fixture's server can
 // apply, and how --check lists them all pending: migration 4 needs
-// insert deduplication tokens, which 18.16 lacks.
+// insert deduplication tokens and migration 13 column codecs, which 18.16
+// lacks both of.
 func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	t.Helper()
 	const last = `5 "schedule coverage", 6 "reads gained", 7 "derived history that repairs itself", 8 "reconcile in bounded steps", 9 "snapshots sorted by project snapshot", 10 "name health", 11 "record of expiry", 12 "hourly resolution"`
@@ -24,7 +25,7 @@ func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	if n == 0 {
 		return 12, pending + last
 	}
-	return 12, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last
+	return 13, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last + `, 13 "compact storage"`
 }
 
 // --check reports a pending schema without creating anything; --migrate
@@ -56,7 +57,9 @@ func TestMigrateFlag(t *testing.T) {
 	// record of folds; the two change logs with theirs, the legacy
 	// schedules and the record of reconciles; the record of the move of
 	// the snapshot table onto its sort key; the names' failures and
-	// successes and the view of their health.
+	// successes and the view of their health; the record of expiry; the
+	// hourly resolution's three rollups, its materialized view and two
+	// views.
 	if tables != 40 {
 		t.Errorf("%d tables and views after --migrate, want 40", tables)
 	}

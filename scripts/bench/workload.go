@@ -15,14 +15,17 @@ const (
 	targetBigRSSMiB   = 64
 	// projects, messages, message_read_snapshots, and the refreshes of
 	// what the snapshots touched: project_read_day_rollup,
-	// project_read_gain_rollup and project_read_day_gain_rollup. The
+	// project_read_hour_rollup, project_read_gain_rollup,
+	// project_read_day_gain_rollup and project_read_hour_gain_rollup. The
 	// materialized views' own writes are part of the snapshots' INSERT.
-	tablesPerBatch   = 6
+	tablesPerBatch   = 8
 	runRecordInserts = 1 // the sync_runs record
-	// The reconcile after the pass writes the day states of what the pass
-	// changed again (project_read_day_rollup, project_read_day_gain_rollup)
-	// and its own record; the gains rows are current, and not written.
-	reconcileInserts = 3
+	// The reconcile after the pass writes the day and hour states of what
+	// the pass changed again (project_read_day_rollup,
+	// project_read_hour_rollup, project_read_day_gain_rollup,
+	// project_read_hour_gain_rollup) and its own record; the gains rows
+	// are current, and not written.
+	reconcileInserts = 5
 )
 
 // workload is one row of the table: what the fake serves and what the run

@@ -101,7 +101,7 @@ FROM
         cityHash64(k, 'r0') %% intDiv(t0, 10) AS r0,
         arrayCumSum(arrayMap(i -> %[3]s, range(%[4]d))) AS rc,
         arrayMap(x -> t0 + x, arrayCumSum(arrayMap(i -> if(cityHash64(k, i, 'tc') %% 1000 < 2, cityHash64(k, i, 'td') %% 100 + 1, 0), range(%[4]d)))) AS tt
-    FROM (SELECT number AS k FROM system.numbers LIMIT %[5]d)
+    FROM (SELECT number + %[6]d AS k FROM system.numbers LIMIT %[5]d)
 )
 ARRAY JOIN range(%[4]d) AS s`
 
@@ -138,9 +138,14 @@ func bench(ctx context.Context, o options, increment string, stdout, stderr io.W
 	// The materialized views of the rollups are left out of the
 	// measure's time, not of the INSERT: they take what readsync's own
 	// writes give them.
-	q := fmt.Sprintf(generate, "`"+o.database+"`", o.messages, increment, o.minutes, o.projects*o.messages)
-	if err := conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("generate the rows: %w", err)
+	// Ten projects at a time: 18.16 sizes the arrays of a whole INSERT
+	// at once.
+	for p := 0; p < o.projects; p += 10 {
+		n := min(10, o.projects-p) * o.messages
+		q := fmt.Sprintf(generate, "`"+o.database+"`", o.messages, increment, o.minutes, n, p*o.messages)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("generate the rows of projects %d to %d: %w", p, p+n/o.messages-1, err)
+		}
 	}
 	inserted := time.Since(start)
 	start = time.Now()
