@@ -32,6 +32,8 @@ var dumps = []struct{ name, query string }{
 	{"project_read_gains", "SELECT snapshot_at, project_id, nft, project_name, ifNull(toString(prev_snapshot_at), ''), messages, new_messages, " +
 		"reads_gained, missed_ticks FROM {db}.project_read_gains ORDER BY project_id, snapshot_at"},
 	{"project_read_daily_gains", "SELECT * FROM {db}.project_read_daily_gains ORDER BY day, project_id"},
+	{"project_read_hourly", "SELECT * FROM {db}.project_read_hourly ORDER BY hour, project_id"},
+	{"project_read_hourly_gains", "SELECT * FROM {db}.project_read_hourly_gains ORDER BY hour, project_id"},
 }
 
 // dump reads every row of the dumps from one server, as text.
