@@ -30,6 +30,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/readsync/readsync/scripts/internal/benchdb"
 	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
@@ -203,5 +205,27 @@ func bench(ctx context.Context, o options, increment string, stdout, stderr io.W
 		return err
 	}
 	fmt.Fprintf(stdout, "| **the row** (compressed, on disk) | | **%.3f**, %.3f |\n", float64(compressed)/float64(rows), float64(onDisk)/float64(rows))
+	return rollupBytes(ctx, conn, o.database, rows, stdout)
+}
+
+// rollupBytes writes what the tables the snapshots' materialized views
+// fill take, merged, per snapshot row.
+func rollupBytes(ctx context.Context, conn driver.Conn, database string, snapshots uint64, stdout io.Writer) error {
+	tables := []string{"message_read_latest_rollup", "message_read_first_rollup", "message_read_daily_rollup", "message_read_hourly_rollup",
+		"project_read_snapshot_rollup", "snapshot_changes"}
+	for _, t := range tables {
+		if err := conn.Exec(ctx, "OPTIMIZE TABLE `"+database+"`.`"+t+"` FINAL"); err != nil {
+			return fmt.Errorf("merge %s: %w", t, err)
+		}
+	}
+	fmt.Fprintln(stdout, "\n| table | rows | bytes a snapshot row |")
+	fmt.Fprintln(stdout, "|---|---|---|")
+	for _, t := range tables {
+		var rows, compressed uint64
+		if err := conn.QueryRow(ctx, "SELECT sum(rows), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = ? AND table = ?", database, t).Scan(&rows, &compressed); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "| %s | %d | %.3f |\n", t, rows, float64(compressed)/float64(snapshots))
+	}
 	return nil
 }

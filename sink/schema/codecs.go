@@ -36,6 +36,27 @@ func snapshotCodecs() []struct{ column, codec string } {
 	}
 }
 
+// rollupCodecs are the codecs of the rollups' states of a message's row
+// (SnapshotRow), which materialized views fill from every snapshot
+// written: binary strings of fixed layout, which ZSTD shrinks to what
+// changed between neighbouring messages and hours.
+func rollupCodecs() []struct{ table, column, typ string } {
+	return []struct{ table, column, typ string }{
+		{LatestRollup, "latest_row", "AggregateFunction(max, String)"},
+		{DailyRollup, "day_row", "AggregateFunction(max, String)"},
+		{HourlyRollup, "hour_row", "AggregateFunction(max, String)"},
+	}
+}
+
+// rollupCodecDDL sets the codecs of the rollups' states.
+func rollupCodecDDL(d ddl) []string {
+	var stmts []string
+	for _, c := range rollupCodecs() {
+		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s MODIFY COLUMN %s %s CODEC(ZSTD(3))", d.Local(c.table), d.OnCluster(), c.column, c.typ))
+	}
+	return stmts
+}
+
 // codecDDL sets the codecs of the snapshot table whose rows a host holds
 // in table, quoted and qualified, keeping each column's type.
 func codecDDL(d ddl, table string) []string {
@@ -52,13 +73,13 @@ func codecDDL(d ddl, table string) []string {
 
 // migrateCodecs is migration 13: the snapshot table's codecs, on the
 // table that holds its rows on each host (after the move onto the sort
-// key, in cluster mode, the copy).
+// key, in cluster mode, the copy), and the rollups' states'.
 func migrateCodecs(ctx context.Context, m *migrator) error {
 	table, err := m.snapshotsLocal(ctx)
 	if err != nil {
 		return err
 	}
-	for _, q := range codecDDL(m.ddl, table) {
+	for _, q := range append(codecDDL(m.ddl, table), rollupCodecDDL(m.ddl)...) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}

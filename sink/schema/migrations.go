@@ -141,7 +141,7 @@ func migrations() []migration {
 		// step waits for the server's upgrade. New parts take them, and
 		// merges the old: nothing is rewritten.
 		{id: 13, name: "compact storage", requires: chconn.Server.Codecs, run: migrateCodecs, creates: func(d ddl) []string {
-			return codecDDL(d, d.Local(SnapshotsTable.name))
+			return append(codecDDL(d, d.Local(SnapshotsTable.name)), rollupCodecDDL(d)...)
 		}},
 	}
 }
