@@ -56,13 +56,22 @@ var hourGainsTable = tableDef{name: HourGainsRollup, columns: []columnDef{
 }, layout: hourRollupLayout()}
 
 // hourRollupLayout stores a rollup with a row per project and hour: by
-// the month of its hour, in granules of fineGranularity, since a refresh
-// reads a few hours of a project.
+// the month of its hour, in granules of hourGranularity.
 func hourRollupLayout() layout {
 	l := rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(hour)", "(project_id, hour)")
-	l.granularity = fineGranularity
+	l.granularity = hourGranularity
 	return l
 }
+
+// hourGranularity is the index_granularity of the per-project hourly
+// rollups. A dashboard reads the last hours of every project: with
+// granules of 1 024 rows, a granule holds more than a month of hours of a
+// project, and the read of a day of all projects reads every row (361 000
+// at 500 projects and a month, 110 ms on 26.7); with 128, a granule holds
+// five days, and the same read takes a fifth of the rows (76 000, 50 ms).
+// A state is large (its tuple and its refresh key), so the index stays
+// small beside it.
+const hourGranularity = 128
 
 // projectReadHourly is project_read_hourly: per project and UTC hour, the
 // messages listed, their last reads and totals of the hour, summed.
