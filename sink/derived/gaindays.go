@@ -37,33 +37,30 @@ var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 
 // refreshGainDays recomputes the day gains rollup and the hour gains
 // rollup (the same sums per UTC hour) for the days and hours of the
-// snapshots of set, from the gains rollup.
+// snapshots of set, from the gains rollup, which it reads once for both:
+// the days' rows hold the hours'.
 func (h *History) refreshGainDays(ctx context.Context, set chconn.SnapshotSet) error {
+	keys := map[chconn.Period]map[chconn.ProjectDay]bool{}
 	for _, p := range h.gainPeriods {
-		keys := set.Periods(p)
-		if len(keys) == 0 {
+		keys[p] = set.Periods(p)
+	}
+	days := keys[chconn.Day]
+	if len(days) == 0 {
+		return nil
+	}
+	sums, err := h.sumGainDays(ctx, days, keys)
+	if err != nil {
+		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
+	}
+	for _, p := range h.gainPeriods {
+		if len(sums[p]) == 0 {
 			continue
 		}
-		sums, err := h.sumGainDays(ctx, p, keys)
-		if err != nil {
-			return h.conn.Redact(fmt.Errorf("refresh %d project %ss of %s: %w", len(keys), p.Column(), gainRollup(p), err))
-		}
-		if len(sums) == 0 {
-			continue
-		}
-		if err := h.writeGainDays(ctx, p, sums); err != nil {
+		if err := h.writeGainDays(ctx, p, sums[p]); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// gainRollup is the rollup of the gains summed per period p.
-func gainRollup(p chconn.Period) string {
-	if p == chconn.Day {
-		return schema.DayGainsRollup
-	}
-	return schema.HourGainsRollup
 }
 
 // daySum is one project day's gains, summed over its snapshots, with the
@@ -74,50 +71,67 @@ type daySum struct {
 	key                            []*big.Int
 }
 
-// sumGainDays reads the gains rollup's rows of the periods p of days and
-// sums each one's snapshots.
-func (h *History) sumGainDays(ctx context.Context, p chconn.Period, days map[chconn.ProjectDay]bool) (map[chconn.ProjectDay]*daySum, error) {
+// gainRollup is the rollup of the gains summed per period p.
+func gainRollup(p chconn.Period) string {
+	if p == chconn.Day {
+		return schema.DayGainsRollup
+	}
+	return schema.HourGainsRollup
+}
+
+// sumGainDays reads the gains rollup's rows of the project days of days
+// and sums each period's snapshots, for the periods of keys and their
+// project periods: the hours of keys lie in its days.
+func (h *History) sumGainDays(ctx context.Context, days map[chconn.ProjectDay]bool, keys map[chconn.Period]map[chconn.ProjectDay]bool) (map[chconn.Period]map[chconn.ProjectDay]*daySum, error) {
 	projects, lo, hi := daySpan(days)
 	pt, err := chconn.ProjectsExt("day_projects", projects)
 	if err != nil {
 		return nil, err
 	}
-	// The projects and the span of days narrow the read; the days not
+	// The projects and the span of days narrow the read; the periods not
 	// asked for that fall in it are skipped below.
-	q := fmt.Sprintf(`SELECT project_id, toUInt32(intDiv(toUInt32(snapshot_at), %d)) AS period, argMax(gain_new_messages, gain_key),
+	q := fmt.Sprintf(`SELECT project_id, toUInt32(snapshot_at), argMax(gain_new_messages, gain_key),
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
-GROUP BY project_id, snapshot_at`, uint32(p), h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"), chconn.DateTime(p.Start(lo)), chconn.DateTime(p.Start(hi+1)))
-	sums := map[chconn.ProjectDay]*daySum{}
+GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"),
+		chconn.DateTime(chconn.Day.Start(lo)), chconn.DateTime(chconn.Day.Start(hi+1)))
+	sums := map[chconn.Period]map[chconn.ProjectDay]*daySum{}
+	for p := range keys {
+		sums[p] = map[chconn.ProjectDay]*daySum{}
+	}
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
-			pd          chconn.ProjectDay
+			project     int64
+			at          uint32
 			newMessages uint64
 			reads       int64
 			missed      uint64
 			key         string
 		)
-		if err := rows.Scan(&pd.Project, &pd.Day, &newMessages, &reads, &missed, &key); err != nil {
+		if err := rows.Scan(&project, &at, &newMessages, &reads, &missed, &key); err != nil {
 			return err
 		}
-		if !days[pd] {
-			return nil
-		}
-		s := sums[pd]
-		if s == nil {
-			s = &daySum{}
-			for range gainKeyWidths {
-				s.key = append(s.key, new(big.Int))
+		for p, want := range keys {
+			pd := chconn.ProjectDay{Project: project, Day: p.Of(at)}
+			if !want[pd] {
+				continue
 			}
-			sums[pd] = s
-		}
-		s.snapshots++
-		s.newMessages += newMessages
-		s.reads += reads
-		s.missed += missed
-		if err := addKey(s.key, key); err != nil {
-			return fmt.Errorf("project %d: %w", pd.Project, err)
+			s := sums[p][pd]
+			if s == nil {
+				s = &daySum{}
+				for range gainKeyWidths {
+					s.key = append(s.key, new(big.Int))
+				}
+				sums[p][pd] = s
+			}
+			s.snapshots++
+			s.newMessages += newMessages
+			s.reads += reads
+			s.missed += missed
+			if err := addKey(s.key, key); err != nil {
+				return fmt.Errorf("project %d: %w", project, err)
+			}
 		}
 		return nil
 	})
