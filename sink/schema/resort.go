@@ -117,7 +117,7 @@ type ResortReport struct {
 	Done bool
 	// Wait, when positive, is how long to wait before the next step.
 	Wait time.Duration
-	// Phase is what the step did: setup, copy, copied, swapped, or empty
+	// Phase is what the step did: setup, copy, copied, swap, swapped, or empty
 	// for none.
 	Phase string
 	// Partition and Rows are the partition a copy step worked on and the
@@ -234,9 +234,18 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 		if err := r.exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", r.d.Table(resortedSnapshots), r.d.Table(SnapshotsTable.name), r.d.OnCluster())); err != nil {
 			return ResortReport{}, err
 		}
-		return r.finish(ctx, s)
+		return r.swapped(), nil
 	case s.key == resortKey && s.swapAt != 0 && s.swapped == 0:
-		return r.finish(ctx, s) // swapped, not yet recorded
+		// Swapped, not yet finished: once the INSERTs that began before
+		// the swap have landed in the old table.
+		now, err := r.now(ctx)
+		if err != nil {
+			return ResortReport{}, err
+		}
+		if start := s.swapAt + r.opts.settle(); now < start {
+			return ResortReport{Wait: time.Duration(start-now) * time.Second}, nil
+		}
+		return r.finish(ctx, s)
 	case s.done():
 		return ResortReport{Done: true}, nil
 	case !s.resorted || s.setupAt == 0:
@@ -492,11 +501,15 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 			return ResortReport{}, err
 		}
 	}
-	s, err := r.state(ctx)
-	if err != nil {
-		return ResortReport{}, err
-	}
-	return r.finish(ctx, s)
+	return r.swapped(), nil
+}
+
+// swapped is what the swap step reports: the finish waits as long as the
+// setup's copy did, for an INSERT that named the old table before the
+// swap (a pod of the previous release prepares its INSERT, then sends its
+// rows) to land there, where the finish finds it.
+func (r resorter) swapped() ResortReport {
+	return ResortReport{Phase: "swap", Wait: time.Duration(r.opts.settle()) * time.Second}
 }
 
 // snapshotViews are the rollups and the change log that materialized
@@ -526,11 +539,7 @@ func (r resorter) swapDistributed(ctx context.Context) (ResortReport, error) {
 			return ResortReport{}, err
 		}
 	}
-	s, err := r.state(ctx)
-	if err != nil {
-		return ResortReport{}, err
-	}
-	return r.finish(ctx, s)
+	return r.swapped(), nil
 }
 
 // finish copies into the moved table, from the table it replaced, the
