@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -33,8 +32,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/scripts/internal/benchdb"
-	"github.com/readsync/readsync/sink/chconn"
-	chsink "github.com/readsync/readsync/sink/clickhouse"
 )
 
 type options struct {
@@ -117,25 +114,11 @@ func bench(ctx context.Context, o options, increment string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+o.database+"`"); err != nil {
-		return err
-	}
-	raw, err := benchdb.DatabaseDSN(o.dsn, o.database)
-	if err != nil {
-		return err
-	}
-	dsn, err := chconn.ParseDSN(raw)
-	if err != nil {
-		return err
-	}
-	ch, err := chsink.OpenClickHouse(ctx, dsn, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	ch, err := benchdb.Migrated(ctx, conn, o.dsn, o.database, stderr)
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	if err := ch.Migrate(ctx); err != nil {
-		return err
-	}
 	start := time.Now()
 	// The materialized views of the rollups are left out of the
 	// measure's time, not of the INSERT: they take what readsync's own

@@ -22,7 +22,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -32,8 +31,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/scripts/internal/benchdb"
-	"github.com/readsync/readsync/sink/chconn"
-	chsink "github.com/readsync/readsync/sink/clickhouse"
 )
 
 type options struct {
@@ -85,25 +82,11 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+o.database+"`"); err != nil {
-		return err
-	}
-	raw, err := benchdb.DatabaseDSN(o.dsn, o.database)
-	if err != nil {
-		return err
-	}
-	dsn, err := chconn.ParseDSN(raw)
-	if err != nil {
-		return err
-	}
-	ch, err := chsink.OpenClickHouse(ctx, dsn, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	ch, err := benchdb.Migrated(ctx, conn, o.dsn, o.database, stderr)
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	if err := ch.Migrate(ctx); err != nil {
-		return err
-	}
 	every := int(1 / o.failing)
 	now := time.Now().UTC().Truncate(time.Minute)
 	start := time.Now()

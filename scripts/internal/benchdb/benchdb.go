@@ -8,10 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/readsync/readsync/sink/chconn"
+	chsink "github.com/readsync/readsync/sink/clickhouse"
 )
 
 // Open connects to the server of the native DSN for database, or for none
@@ -74,4 +79,30 @@ func parse(dsn string) (*url.URL, error) {
 		return nil, fmt.Errorf("-dsn scheme %q: want clickhouse://user:password@host:9000/database", u.Scheme)
 	}
 	return u, nil
+}
+
+// Migrated drops the scratch database of the server of dsn, then opens
+// readsync's sink on it, migrated as readsync migrates a new database, with
+// its warnings to log. The caller closes it.
+func Migrated(ctx context.Context, conn driver.Conn, dsn, database string, log io.Writer) (*chsink.ClickHouse, error) {
+	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+database+"`"); err != nil {
+		return nil, err
+	}
+	raw, err := DatabaseDSN(dsn, database)
+	if err != nil {
+		return nil, err
+	}
+	d, err := chconn.ParseDSN(raw)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	if err != nil {
+		return nil, err
+	}
+	if err := ch.Migrate(ctx); err != nil {
+		ch.Close()
+		return nil, err
+	}
+	return ch, nil
 }
