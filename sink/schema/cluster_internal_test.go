@@ -67,7 +67,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_hour_gain_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_hour_gain_rollup": "Distributed",
 				"project_read_hourly": "View", "project_read_hourly_gains": "View",
 			}
-			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable, hourlyRollupTable) {
+			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable, hourlyRollupTable, nameFailureHoursTable) {
 				want[r.name+"_local"] = "Replicated" + r.layout.engine.name
 				want[r.name] = "Distributed"
 				want[r.name+"_mv"] = "MaterializedView"

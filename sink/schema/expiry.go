@@ -21,7 +21,8 @@ const (
 	// Raw is a row per snapshot: the snapshot rows, the per-snapshot
 	// rollups, the change logs, and the records the gains' missed ticks
 	// and the names' health read (sync_runs, reconciles, name_failures,
-	// name_successes), which must stay at least as long.
+	// name_successes, and name_failure_hour_rollup, of which name_health
+	// reads a day), which must stay at least as long.
 	Raw Resolution = "raw"
 	// Hourly is a row per message or project and UTC hour.
 	Hourly Resolution = "hourly"
@@ -80,6 +81,7 @@ func expiringDefs() []struct {
 		{legacySchedulesTable, Raw},
 		{NameFailuresTable.def(), Raw},
 		{NameSuccessesTable.def(), Raw},
+		{nameFailureHoursTable.tableDef, Raw},
 		{hourlyRollupTable.tableDef, Hourly},
 		{hourRollupTable, Hourly},
 		{hourGainsTable, Hourly},

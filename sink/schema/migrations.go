@@ -143,5 +143,8 @@ func migrations() []migration {
 		{id: 13, name: "compact storage", requires: chconn.Server.Codecs, run: migrateCodecs, creates: func(d ddl) []string {
 			return append(codecDDL(d, d.Local(SnapshotsTable.name)), rollupCodecDDL(d)...)
 		}},
+		// Each name's failures by the hour, which name_health reads
+		// instead of a day of failures (namehealth_hours.go).
+		{id: 14, name: "name failures by the hour", run: migrateNameFailureHours, creates: nameFailureHoursDDL},
 	}
 }

@@ -70,18 +70,14 @@ var (
 	}
 )
 
-// nameHealth is name_health's query: per schedule and name, its latest
-// success (the epoch when none), its latest failure within the window
-// with the cause, the distinct passes that failed within the window, and
-// of those the ones after the latest success: the passes in a row that
-// have failed, 0 when the latest pass that asked succeeded.
-//
-// The names that failed within the window, few, are read whole, their
-// successes looked up by name; the others, all read, each from its latest
-// success alone. A query for the failing names (failing_passes > 0) thus
-// costs the failures of a day and those names' successes: the second
-// half has failing_passes 0, a constant the servers prune it by.
-func nameHealth(d ddl) string {
+// nameHealthV10 is name_health's query as migration 10 created it, from
+// the failures themselves: per schedule and name, its latest success (the
+// epoch when none), its latest failure within the window with the cause,
+// the distinct passes that failed within the window, and of those the
+// ones after the latest success: the passes in a row that have failed, 0
+// when the latest pass that asked succeeded. It read every failure of the
+// day at every query (nameHealth replaces it).
+func nameHealthV10(d ddl) string {
 	failed := fmt.Sprintf("SELECT schedule, nft FROM %s WHERE snapshot_at >= now() - %s", d.Table(NameFailuresTable.name), nameHealthWindow)
 	failures := fmt.Sprintf(`SELECT
     schedule,
@@ -94,10 +90,14 @@ func nameHealth(d ddl) string {
 FROM %s
 WHERE snapshot_at >= now() - %s
 GROUP BY schedule, nft`, d.Table(NameFailuresTable.name), nameHealthWindow)
-	theirSuccesses := fmt.Sprintf(`SELECT schedule, nft, max(snapshot_at) AS last_success_at
-FROM %s
-WHERE (schedule, nft) GLOBAL IN (%s)
-GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), failed)
+	return nameHealthOf(d, failures, failed)
+}
+
+// nameHealthOf is name_health over failures, a row per schedule and name
+// that failed within the window (last_failure_at, last_error_kind,
+// last_error, last_http_status, and failed_at, the distinct times of the
+// passes that failed), and failed, the schedules and names it holds.
+func nameHealthOf(d ddl, failures, failed string) string {
 	return fmt.Sprintf(`SELECT
     schedule,
     nft,
@@ -110,7 +110,25 @@ GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), failed)
     toUInt64(if(last_failure_at > last_success_at, arrayCount(t -> t > last_success_at, failed_at), 0)) AS failing_passes
 FROM %s
 UNION ALL
-SELECT
+%s`, anyLeftJoin(failures, successesWhere(d, "(schedule, nft) GLOBAL IN ("+failed+")"), "schedule, nft"), healthyNames(d, failed))
+}
+
+// successesWhere selects the latest success (last_success_at) of each
+// schedule and name whose successes the condition where selects.
+func successesWhere(d ddl, where string) string {
+	return fmt.Sprintf(`SELECT schedule, nft, max(snapshot_at) AS last_success_at
+FROM %s
+WHERE %s
+GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), where)
+}
+
+// healthyNames is name_health's half of the names that did not fail
+// within the window, those failed does not select: each read from its
+// latest success alone. A query for the failing names (failing_passes >
+// 0) costs the failing half where the server prunes this one, whose
+// failing_passes is a constant 0 (26.7 does, 18.16 does not).
+func healthyNames(d ddl, failed string) string {
+	return fmt.Sprintf(`SELECT
     schedule,
     nft,
     max(snapshot_at) AS last_success_at,
@@ -122,11 +140,11 @@ SELECT
     toUInt64(0) AS failing_passes
 FROM %s
 WHERE (schedule, nft) GLOBAL NOT IN (%s)
-GROUP BY schedule, nft`, anyLeftJoin(failures, theirSuccesses, "schedule, nft"), d.Table(NameSuccessesTable.name), failed)
+GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), failed)
 }
 
 // nameHealthDDL is what migration 10 creates: the two tables and the view.
 func nameHealthDDL(d ddl) []string {
 	stmts := append(d.createTable(NameFailuresTable.def()), d.createTable(NameSuccessesTable.def())...)
-	return append(stmts, d.createView(NameHealthView, nameHealth(d)))
+	return append(stmts, d.createView(NameHealthView, nameHealthV10(d)))
 }
