@@ -111,6 +111,12 @@ func TestNameHealthFollowsThePasses(t *testing.T) {
 	if c := counts["hourly"]; c.Failing != 4 || c.NotRead != 2 || c.MaxPasses != 3 {
 		t.Errorf("the hourly schedule's failing names: %+v, want 4 failing, 2 for 2 passes or more, at most 3", c)
 	}
+	// The view, which reads the failures by the hour, equals its brute
+	// force from the failures themselves, every name of both schedules.
+	rep := historytest.AssertVerified(t, pods[1], time.Time{})
+	if v := rep.Views[len(rep.Views)-1]; v.View != "name_health" || v.Rows != len(outcomes)+1 {
+		t.Errorf("verify compared %d rows of %s, want name_health's %d", v.Rows, v.View, len(outcomes)+1)
+	}
 }
 
 // The names' outcomes of a pass that met an outage wait in the spool with

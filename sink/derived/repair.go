@@ -36,6 +36,11 @@ func (h *History) Repair(ctx context.Context, views []string, projects []int64) 
 			}
 		}
 	}
+	if slices.Contains(views, schema.NameHealthView) {
+		if err := h.rebuildNameFailureHours(ctx); err != nil {
+			return h.conn.Redact(fmt.Errorf("repair: rebuild %s: %w", schema.NameFailureHours, err))
+		}
+	}
 	all := slices.Compact(slices.Sorted(slices.Values(projects)))
 	for len(all) > 0 {
 		n := min(len(all), repairChunk)
@@ -45,6 +50,31 @@ func (h *History) Repair(ctx context.Context, views []string, projects []int64) 
 		h.conn.Log().Info("rebuilt the derived rows of projects", "projects", n, "first", all[0], "last", all[n-1])
 		all = all[n:]
 	}
+	return nil
+}
+
+// nameHealthRepaired is how far back a repair of name_health computes the
+// names' failures by the hour again: the day the view reads, and an hour
+// more for the time between the check and the repair.
+const nameHealthRepaired = 25 * time.Hour
+
+// rebuildNameFailureHours deletes the hours of every name's failures that
+// name_health reads, and computes them again from name_failures. Readers
+// may see those failures missing for the moment between.
+func (h *History) rebuildNameFailureHours(ctx context.Context) error {
+	ctx = h.conn.SyncInserts(ctx)
+	from := chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(uint32(time.Now().Add(-nameHealthRepaired).Unix()))))
+	q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE hour >= %s", h.names.Local(schema.NameFailureHours), h.names.OnCluster(), from)
+	if err := h.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("delete from %s: %w", schema.NameFailureHours, err)
+	}
+	if err := h.awaitMutations(ctx, schema.NameFailureHours); err != nil {
+		return err
+	}
+	if err := h.conn.Exec(ctx, schema.NameFailureHoursRefill(h.names, "WHERE snapshot_at >= "+from)); err != nil {
+		return fmt.Errorf("refill %s: %w", schema.NameFailureHours, err)
+	}
+	h.conn.Log().Info("rebuilt the names' failures by the hour", "table", schema.NameFailureHours, "from", from)
 	return nil
 }
 

@@ -158,6 +158,10 @@ var viewShapes = []viewShape{
 		since: colDay},
 }
 
+// reportedShapes are the views a Report holds, in its order: those
+// compared a group of projects at a time, then name_health.
+func reportedShapes() []viewShape { return append(slices.Clip(viewShapes), nameHealthShape) }
+
 // viewRows are a view's rows (or their brute force) in a window: the
 // values' texts by the key's, each joined with a tab.
 type viewRows map[string]string
@@ -220,6 +224,7 @@ func (r Report) Clean() bool {
 // days from the UTC day of since on, and for the snapshots and ticks
 // written since then whatever their time, with the rows that depend on
 // them (see window.go); for the zero time, over the whole history.
+// name_health, which shows the last day, is compared over that day.
 // It changes nothing; the schema must be current.
 func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 	from := chconn.DayStart(uint32(sink.TimeOf(since)))
@@ -244,6 +249,9 @@ func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 	if err := c.bruteForce(ctx, w, judged); err != nil {
 		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
+	if err := c.compareNameHealth(ctx, judged); err != nil {
+		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
+	}
 	rep.Views = judged.diffs()
 	rep.Given = judged.given
 	return rep, nil
@@ -264,7 +272,7 @@ type comparison struct {
 
 func newComparison() *comparison {
 	c := &comparison{diffs_: map[string]*ViewDiff{}, projects: map[string]map[int64]bool{}, covered: map[int64]bool{}}
-	for _, shape := range viewShapes {
+	for _, shape := range reportedShapes() {
 		c.diffs_[shape.name] = &ViewDiff{View: shape.name}
 		c.projects[shape.name] = map[int64]bool{}
 	}
@@ -284,10 +292,10 @@ func (c *comparison) add(shape viewShape, got, want viewRows) {
 	}
 }
 
-// diffs returns each view's differences, in the order of viewShapes.
+// diffs returns each view's differences, in the order of reportedShapes.
 func (c *comparison) diffs() []ViewDiff {
 	var out []ViewDiff
-	for _, shape := range viewShapes {
+	for _, shape := range reportedShapes() {
 		d := *c.diffs_[shape.name]
 		d.Projects = slices.Sorted(maps.Keys(c.projects[shape.name]))
 		sortDiffs(d.Missing)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
@@ -21,11 +22,13 @@ func TestVerifyFindsTheViewsRight(t *testing.T) {
 	historytest.NewHistory(t, ch).Generate(true)
 	for _, since := range []time.Time{{}, time.Date(2026, 3, 2, 13, 0, 0, 0, time.UTC)} {
 		rep := historytest.AssertVerified(t, ch, since)
-		if len(rep.Views) != len(schema.Views()) {
-			t.Fatalf("%d views verified, want %d", len(rep.Views), len(schema.Views()))
+		// Every view users query, and name_health.
+		if len(rep.Views) != len(schema.Views())+1 {
+			t.Fatalf("%d views verified, want %d", len(rep.Views), len(schema.Views())+1)
 		}
 		for _, v := range rep.Views {
-			if v.Rows == 0 {
+			// The generated history records no name's health.
+			if v.Rows == 0 && v.View != schema.NameHealthView {
 				t.Errorf("since %s: %s has no rows to compare", since, v.View)
 			}
 		}
@@ -191,4 +194,58 @@ func wantDiff(t *testing.T, rep verify.Report, view, want string) {
 		}
 	}
 	t.Errorf("no view %s in the report", view)
+}
+
+// name_health is held to the names' failures themselves: a failure
+// written into its hourly rollup by hand shows as a wrong row, one of a
+// name no pass failed as an extra row, a name whose hours were deleted as a missing one,
+// and Repair computes the hours again from name_failures.
+func TestVerifyFindsAndRepairsNameHealth(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Minute)
+	for i, at := range []time.Time{now.Add(-3 * time.Hour), now.Add(-2 * time.Hour), now.Add(-time.Hour)} {
+		b := &sink.Batch{Schedule: "hourly", NameSuccesses: []sink.NameSuccess{{NFT: "good.eth", SnapshotAt: at}}}
+		for _, n := range []string{"bad.eth", "worse.eth"} {
+			b.NameFailures = append(b.NameFailures, sink.NameFailure{RunID: fmt.Sprint(i), SnapshotAt: at, NFT: n, Stage: "details",
+				Kind: "timeout", Attempts: 3, Error: "deadline exceeded"})
+		}
+		if err := ch.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := historytest.AssertVerified(t, ch, time.Time{})
+	if v := rep.Views[len(rep.Views)-1]; v.View != schema.NameHealthView || v.Rows != 3 {
+		t.Fatalf("the report's last view is %s with %d rows, want name_health with 3", v.View, v.Rows)
+	}
+	state := func(nft string, at time.Time, kind string) {
+		t.Helper()
+		q := fmt.Sprintf(`INSERT INTO %s (schedule, nft, hour, at_second, minute_bits, last_failure)
+SELECT 'hourly', '%s', h, toUInt8(toUInt32(snapshot_at) %% 60), groupBitOrState(bitShiftLeft(toUInt64(1), intDiv(toUInt32(snapshot_at) %% 3600, 60))),
+    maxState(%s)
+FROM (SELECT toDateTime(%d) AS snapshot_at, toDateTime(intDiv(toUInt32(snapshot_at), 3600) * 3600) AS h, toUInt16(0) AS http_status,
+    '%s' AS kind, 'by hand' AS error)
+GROUP BY h, snapshot_at`, db.Table(schema.NameFailureHours), nft, schema.FailureRow, at.Unix(), kind)
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	state("worse.eth", now.Add(-30*time.Minute), "decode")
+	state("ghost.eth", now.Add(-30*time.Minute), "decode")
+	deleteRows(t, db, schema.NameFailureHours, "nft = 'bad.eth'")
+
+	rep, err := ch.Verify(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := historytest.DescribeDiff(rep.Views[len(rep.Views)-1])
+	for _, want := range []string{`wrong   schedule="hourly" nft="worse.eth"`, `extra   schedule="hourly" nft="ghost.eth"`, `missing schedule="hourly" nft="bad.eth"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("name_health: the report lacks %q:\n%s", want, got)
+		}
+	}
+	if err := ch.Repair(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
 }
