@@ -152,12 +152,15 @@ func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 	if code, _, stderr := f.run(t, "--flush-spool"); code != ExitOK {
 		t.Fatalf("--flush-spool: exit %d\n%s", code, stderr)
 	}
+	stepsBefore, _, _ := f.reconcileState(t)
 	f.importHistory(t, 1000)
 
+	// A step of this daemon's catch-up, not the last one --flush-spool
+	// recorded, which may have left changes younger than the settle delay.
 	d := f.StartReadsync(t)
 	apptest.Eventually(t, "a step of the catch-up", func() bool {
 		steps, pending, _ := f.reconcileState(t)
-		return steps > 0 && pending > 0
+		return steps > stepsBefore && pending > 0
 	}, d.Log.String)
 	d.Kill()
 	stepsAtKill, pendingAtKill, position := f.reconcileState(t)
@@ -165,9 +168,16 @@ func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 		t.Fatalf("the catch-up was over when the daemon was killed: the test killed nothing that mattered; log:\n%s", d.Log.String())
 	}
 
+	// Caught up, and nothing left but what the last seconds changed (the
+	// ticks the daemon recorded as missed at its start, say): a catch-up
+	// that ends while the import's last changes are younger than the
+	// settle delay reads them at its next step.
 	d2 := f.StartReadsync(t)
 	deadline := time.Now().Add(5 * time.Minute)
-	for !strings.Contains(d2.Log.String(), "reconcile caught up") {
+	for {
+		if _, pending, _ := f.reconcileState(t); pending <= 100 && strings.Contains(d2.Log.String(), "reconcile caught up") {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the catch-up did not complete after the restart; log:\n%s", d2.Log.String())
 		}
@@ -184,11 +194,6 @@ func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 	if read > distinct {
 		t.Errorf("the steps read %d snapshot changes of %d: the restart read again what the %d steps before the kill (up to %s) had read",
 			read, distinct, stepsAtKill, position)
-	}
-	// What waits is younger than the horizon: the ticks the daemon
-	// recorded as missed at its start, say.
-	if _, pending, _ := f.reconcileState(t); pending > 100 {
-		t.Errorf("%d changes wait after the catch-up completed", pending)
 	}
 	if code, stdout, stderr := f.run(t, "--verify"); code != ExitOK {
 		t.Errorf("--verify after the resumed catch-up: exit %d\n%s%s", code, stdout, stderr)
