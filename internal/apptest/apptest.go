@@ -45,13 +45,22 @@ func NewFixture(t *testing.T, names []string, opts ...apitest.Option) *Fixture {
 	srv := apitest.NewServer(append([]apitest.Option{apitest.WithCredentials("1001", Secret)}, opts...)...)
 	t.Cleanup(srv.Close)
 	db := sinktest.New(t)
+	// readsync drops a connection whose statement it no longer waits for
+	// (a pass cut off by its deadline or the next tick), which a server
+	// survives but chDB's build of the current release does not: there
+	// readsync reaches the server through a proxy that never passes the
+	// reset on. A test that needs the server itself sets the DSN again.
+	dsn := db.DSN
+	if sinktest.Lacks(sinktest.SurvivesKilledClient) {
+		dsn = db.NewProxy(t).DSN
+	}
 	schedules := filepath.Join(t.TempDir(), "schedules.yaml")
 	WriteSchedules(t, schedules, "hourly", "0 * * * *", names)
 	return &Fixture{Srv: srv, DB: db, Secrets: []string{Secret}, Env: map[string]string{
 		"READSYNC_API_BASE_URL":   srv.URL,
 		"READSYNC_CLIENT_ID":      "1001",
 		"READSYNC_CLIENT_SECRET":  Secret,
-		"READSYNC_CLICKHOUSE_DSN": db.DSN,
+		"READSYNC_CLICKHOUSE_DSN": dsn,
 		"READSYNC_SCHEDULES_FILE": schedules,
 		"READSYNC_LOG_LEVEL":      "debug",
 		"READSYNC_SPOOL_DIR":      filepath.Join(t.TempDir(), "spool"),
