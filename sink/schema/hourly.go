@@ -3,7 +3,6 @@ package schema
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
 )
@@ -198,20 +197,8 @@ GROUP BY project_id, hour`, d.Table(HourGainsRollup), hourOf, d.Table(GainsRollu
 		}},
 	}
 	for _, s := range steps {
-		months, err := m.partitions(ctx, s.source)
-		if err != nil {
+		if err := m.foldMonths(ctx, s.source, s.target, "folded history into the hourly resolution", s.insert); err != nil {
 			return err
-		}
-		for i, month := range months {
-			if err := m.held(ctx); err != nil {
-				return err
-			}
-			start := time.Now()
-			if err := m.exec(ctx, s.insert(month)); err != nil {
-				return fmt.Errorf("fold month %s of %s into %s: %w", month, s.source, s.target, err)
-			}
-			m.log.Info("folded history into the hourly resolution", "table", s.target, "month", month, "done", i+1, "of", len(months),
-				"duration_ms", time.Since(start).Milliseconds())
 		}
 	}
 	return nil

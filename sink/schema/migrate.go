@@ -101,6 +101,29 @@ func (m *migrator) partitions(ctx context.Context, table string) ([]string, erro
 	return ps, nil
 }
 
+// foldMonths runs insert's statement for each month partition of the
+// table source, oldest first, to fold the history written before a
+// migration into the table target: a month at a time bounds what one
+// INSERT … SELECT holds, and the migration lock is checked between two.
+// Each month is logged with msg.
+func (m *migrator) foldMonths(ctx context.Context, source, target, msg string, insert func(month string) string) error {
+	months, err := m.partitions(ctx, source)
+	if err != nil {
+		return err
+	}
+	for i, month := range months {
+		if err := m.held(ctx); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := m.exec(ctx, insert(month)); err != nil {
+			return fmt.Errorf("fold month %s of %s into %s: %w", month, source, target, err)
+		}
+		m.log.Info(msg, "table", target, "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
+	}
+	return nil
+}
+
 // onEachHost runs f with a connection to each host of the cluster in
 // turn, for statements ON CLUSTER cannot run.
 func (m *migrator) onEachHost(ctx context.Context, f func(driver.Conn) error) error {

@@ -3,7 +3,6 @@ package schema
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
 )
@@ -182,20 +181,11 @@ func migrateNameFailureHours(ctx context.Context, m *migrator) error {
 			return err
 		}
 	}
-	months, err := m.partitions(ctx, NameFailuresTable.name)
+	err := m.foldMonths(ctx, NameFailuresTable.name, NameFailureHours, "folded the names' failures into their hours", func(month string) string {
+		return NameFailureHoursRefill(d.Names, "WHERE toYYYYMM(snapshot_at) = "+month)
+	})
 	if err != nil {
 		return err
-	}
-	for i, month := range months {
-		if err := m.held(ctx); err != nil {
-			return err
-		}
-		start := time.Now()
-		if err := m.exec(ctx, NameFailureHoursRefill(d.Names, "WHERE toYYYYMM(snapshot_at) = "+month)); err != nil {
-			return fmt.Errorf("fold month %s of %s into %s: %w", month, NameFailuresTable.name, NameFailureHours, err)
-		}
-		m.log.Info("folded the names' failures into their hours", "table", NameFailureHours, "month", month, "done", i+1, "of", len(months),
-			"duration_ms", time.Since(start).Milliseconds())
 	}
 	for _, q := range replace {
 		if err := m.exec(ctx, q); err != nil {
