@@ -378,20 +378,9 @@ func previousSchema(file, db string) ([]string, error) {
 // database, so that the timings measure the queries, not the merges
 // competing with them for the two cores.
 func (b *bencher) waitForMerges(ctx context.Context, stderr io.Writer) error {
-	for i := 0; ; i++ {
-		n, err := b.number(ctx, fmt.Sprintf("SELECT count() FROM system.merges WHERE database = '%s'", b.o.database))
-		if err != nil || n == 0 {
-			return err
-		}
-		if i == 0 {
-			fmt.Fprintf(stderr, "bench-bi: waiting for %d merges …\n", n)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+	return benchdb.WaitForMerges(ctx, b.conn, b.o.database, func(n uint64) {
+		fmt.Fprintf(stderr, "bench-bi: waiting for %d merges …\n", n)
+	})
 }
 
 type query struct {

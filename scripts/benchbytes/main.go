@@ -105,20 +105,12 @@ FROM
 ARRAY JOIN range(%[4]d) AS s`
 
 func bench(ctx context.Context, o options, increment string, stdout, stderr io.Writer) error {
-	conn, err := benchdb.Open(ctx, o.dsn, "")
+	scratch, err := benchdb.OpenScratch(ctx, o.dsn, o.database, stderr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	version, err := benchdb.Version(ctx, conn)
-	if err != nil {
-		return err
-	}
-	ch, err := benchdb.Migrated(ctx, conn, o.dsn, o.database, stderr)
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
+	defer scratch.Close()
+	conn, version := scratch.Conn, scratch.Version
 	start := time.Now()
 	// The materialized views of the rollups are left out of the
 	// measure's time, not of the INSERT: they take what readsync's own
@@ -196,16 +188,11 @@ func bench(ctx context.Context, o options, increment string, stdout, stderr io.W
 func rollupBytes(ctx context.Context, conn driver.Conn, database string, snapshots uint64, stdout io.Writer) error {
 	tables := []string{"message_read_latest_rollup", "message_read_first_rollup", "message_read_daily_rollup", "message_read_hourly_rollup",
 		"project_read_snapshot_rollup", "snapshot_changes"}
-	for _, t := range tables {
-		if err := conn.Exec(ctx, "OPTIMIZE TABLE `"+database+"`.`"+t+"` FINAL"); err != nil {
-			return fmt.Errorf("merge %s: %w", t, err)
-		}
-	}
 	fmt.Fprintln(stdout, "\n| table | rows | bytes a snapshot row |")
 	fmt.Fprintln(stdout, "|---|---|---|")
 	for _, t := range tables {
-		var rows, compressed uint64
-		if err := conn.QueryRow(ctx, "SELECT sum(rows), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = ? AND table = ?", database, t).Scan(&rows, &compressed); err != nil {
+		rows, compressed, err := benchdb.MergedSize(ctx, conn, database, t)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "| %s | %d | %.3f |\n", t, rows, float64(compressed)/float64(snapshots))

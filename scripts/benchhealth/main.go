@@ -73,20 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
-	conn, err := benchdb.Open(ctx, o.dsn, "")
+	scratch, err := benchdb.OpenScratch(ctx, o.dsn, o.database, stderr)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	version, err := benchdb.Version(ctx, conn)
-	if err != nil {
-		return err
-	}
-	ch, err := benchdb.Migrated(ctx, conn, o.dsn, o.database, stderr)
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
+	defer scratch.Close()
+	conn, version := scratch.Conn, scratch.Version
 	every := int(1 / o.failing)
 	now := time.Now().UTC().Truncate(time.Minute)
 	start := time.Now()
@@ -140,19 +132,8 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 // settled waits until the server runs no merge in the database, and
 // returns the active parts of each table with more than one.
 func settled(ctx context.Context, conn driver.Conn, db string) (string, error) {
-	for {
-		var running uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM system.merges WHERE database = ?", db).Scan(&running); err != nil {
-			return "", fmt.Errorf("read the merges under way: %w", err)
-		}
-		if running == 0 {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(time.Second):
-		}
+	if err := benchdb.WaitForMerges(ctx, conn, db, nil); err != nil {
+		return "", err
 	}
 	var parts string
 	q := "SELECT arrayStringConcat(groupArray(concat(table, ' ', toString(n))), ', ') FROM (SELECT table, count() AS n FROM system.parts " +
@@ -198,13 +179,9 @@ func bytesPerRow(ctx context.Context, conn driver.Conn, db string, stdout io.Wri
 	fmt.Fprintln(stdout, "\n| table | rows, merged | compressed bytes a row |")
 	fmt.Fprintln(stdout, "|---|---|---|")
 	for _, t := range []string{"name_failures", "name_successes", "name_failure_hour_rollup"} {
-		if err := conn.Exec(ctx, fmt.Sprintf("OPTIMIZE TABLE `%s`.%s FINAL", db, t)); err != nil {
+		rows, bytes, err := benchdb.MergedSize(ctx, conn, db, t)
+		if err != nil {
 			return err
-		}
-		var rows, bytes uint64
-		q := "SELECT sum(rows), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = ? AND table = ?"
-		if err := conn.QueryRow(ctx, q, db, t).Scan(&rows, &bytes); err != nil {
-			return fmt.Errorf("size of %s: %w", t, err)
 		}
 		fmt.Fprintf(stdout, "| %s | %d | %.2f |\n", t, rows, float64(bytes)/float64(max(rows, 1)))
 	}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -105,4 +106,76 @@ func Migrated(ctx context.Context, conn driver.Conn, dsn, database string, log i
 		return nil, err
 	}
 	return ch, nil
+}
+
+// Scratch is a bench's own connection to the server, the server's
+// release, and readsync's sink on a scratch database migrated as readsync
+// migrates a new one.
+type Scratch struct {
+	Conn    driver.Conn
+	Version string
+	Sink    *chsink.ClickHouse
+}
+
+// OpenScratch opens the server of dsn, drops database and migrates it
+// again (Migrated), with the sink's warnings to log. The caller closes it.
+func OpenScratch(ctx context.Context, dsn, database string, log io.Writer) (*Scratch, error) {
+	conn, err := Open(ctx, dsn, "")
+	if err != nil {
+		return nil, err
+	}
+	version, err := Version(ctx, conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	ch, err := Migrated(ctx, conn, dsn, database, log)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Scratch{Conn: conn, Version: version, Sink: ch}, nil
+}
+
+// Close closes the sink and the connection.
+func (s *Scratch) Close() {
+	s.Sink.Close()
+	s.Conn.Close()
+}
+
+// WaitForMerges waits until the server merges nothing in database, so
+// that timings measure the queries, not merges competing with them for
+// the cores. It calls waiting once, with the merges under way, if it has
+// to wait.
+func WaitForMerges(ctx context.Context, conn driver.Conn, database string, waiting func(merges uint64)) error {
+	for i := 0; ; i++ {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.merges WHERE database = ?", database).Scan(&n); err != nil {
+			return fmt.Errorf("read the merges under way: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if i == 0 && waiting != nil {
+			waiting(n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// MergedSize merges table of database into one part a partition
+// (OPTIMIZE … FINAL) and returns its rows and compressed bytes.
+func MergedSize(ctx context.Context, conn driver.Conn, database, table string) (rows, compressed uint64, err error) {
+	if err := conn.Exec(ctx, "OPTIMIZE TABLE `"+database+"`.`"+table+"` FINAL"); err != nil {
+		return 0, 0, fmt.Errorf("merge %s: %w", table, err)
+	}
+	q := "SELECT sum(rows), sum(data_compressed_bytes) FROM system.parts WHERE active AND database = ? AND table = ?"
+	if err := conn.QueryRow(ctx, q, database, table).Scan(&rows, &compressed); err != nil {
+		return 0, 0, fmt.Errorf("size of %s: %w", table, err)
+	}
+	return rows, compressed, nil
 }
