@@ -68,6 +68,10 @@ func (a *app) expire(ctx context.Context, dryRun bool) int {
 		rows += part.Rows
 		bytes += part.Bytes
 	}
+	for _, part := range plan.Held {
+		fmt.Fprintf(a.stdout, "expire: kept %s partition %s: %d rows up to %s, past the retention, hold changes the reconcile has not read (the first at %s); the first run after it reads them drops it\n",
+			part.Table, part.ID, part.Rows, part.Newest.Format(time.RFC3339), plan.Unread[part.Table].Format(time.RFC3339))
+	}
 	if err != nil {
 		fmt.Fprintf(a.stderr, "readsync: expire: %s\n", sink.Describe(err))
 		return ExitFailed

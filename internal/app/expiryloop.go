@@ -84,6 +84,11 @@ func (a *app) expireOnce(ctx context.Context, ch *clickhouse.ClickHouse, owner s
 		if len(rep.Dropped) > 0 {
 			a.log.Info("expiry dropped partitions", "partitions", len(rep.Dropped), "rows", rows, "bytes", bytes)
 		}
+		for _, part := range rep.Held {
+			a.log.Warn("expiry keeps a change log's partition past its retention: the reconcile has not read its changes yet",
+				"table", part.Table, "partition", part.ID, "newest", part.Newest.Format(time.RFC3339),
+				"first_unread", rep.Unread[part.Table].Format(time.RFC3339))
+		}
 		a.metrics.ObserveExpiry("ok", rep)
 	}
 }

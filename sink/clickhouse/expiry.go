@@ -15,20 +15,20 @@ func (c *ClickHouse) Expire(ctx context.Context, p expiry.Policy, owner string) 
 	if err := c.ensureSchema(ctx); err != nil {
 		return expiry.Report{}, err
 	}
-	return expiry.New(c.conn).Run(ctx, p, owner)
+	return expiry.New(c.conn, c.history).Run(ctx, p, owner)
 }
 
 // PlanExpiry lists what Expire would drop under p now, and changes
 // nothing.
 func (c *ClickHouse) PlanExpiry(ctx context.Context, p expiry.Policy) (expiry.Plan, error) {
-	return expiry.New(c.conn).Plan(ctx, p)
+	return expiry.New(c.conn, c.history).Plan(ctx, p)
 }
 
 // StoredPartitions lists the partitions of every table that expires (see
 // expiry.Expirer.Partitions): the oldest row kept per resolution, and the
 // rows and bytes of each table.
 func (c *ClickHouse) StoredPartitions(ctx context.Context) ([]expiry.Partition, error) {
-	return expiry.New(c.conn).Partitions(ctx)
+	return expiry.New(c.conn, c.history).Partitions(ctx)
 }
 
 // ExpiryEdges reads where each resolution's kept rows start (see
@@ -40,5 +40,5 @@ func (c *ClickHouse) ExpiryEdges(ctx context.Context) (expiry.Edges, error) {
 // ClaimExpiry reports which daemon runs expiry now, empty when it is
 // owner (see expiry.Expirer.Claim).
 func (c *ClickHouse) ClaimExpiry(ctx context.Context, owner string, lease time.Duration) (string, error) {
-	return expiry.New(c.conn).Claim(ctx, owner, lease)
+	return expiry.New(c.conn, c.history).Claim(ctx, owner, lease)
 }

@@ -401,6 +401,33 @@ LIMIT %d`, h.names.Table(schema.TickChanges), r, chconn.DateTime(horizon), limit
 	return ticks, nil
 }
 
+// FirstUnread returns, for each change log with changes the reconcile
+// has not read, the time of the first of them: a partition of the log
+// whose every change is older has been read, and expiry may drop it
+// (package expiry holds the others). It reads the granules after the
+// position, as a step does.
+func (h *History) FirstUnread(ctx context.Context) (map[string]time.Time, error) {
+	pos, err := h.position(ctx)
+	if err != nil {
+		return nil, h.conn.Redact(err)
+	}
+	out := map[string]time.Time{}
+	for log, after := range map[string]string{schema.SnapshotChanges: pos.Snapshots.after(), schema.TickChanges: pos.Ticks.after()} {
+		var (
+			first uint32
+			n     uint64
+		)
+		q := fmt.Sprintf("SELECT toUInt32(min(changed_at)), count() FROM %s WHERE %s", h.names.Table(log), after)
+		if err := h.conn.QueryRow(ctx, q).Scan(&first, &n); err != nil {
+			return nil, h.conn.Redact(fmt.Errorf("reconcile: read the first unread change of %s: %w", log, err))
+		}
+		if n > 0 {
+			out[log] = sink.Time(first).Time()
+		}
+	}
+	return out, nil
+}
+
 // position returns where the recorded steps have read up to: the
 // furthest position a step recorded in each log, or, before the first
 // step of this release, legacyOverlap before the last reconcile of

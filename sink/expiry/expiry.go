@@ -75,16 +75,36 @@ type Plan struct {
 	// Drops are the partitions to drop, by resolution and table, oldest
 	// first.
 	Drops []Partition
+	// Held are the partitions of the change logs that are past their
+	// retention but hold changes the reconcile has not read yet (Unread
+	// says from when, per log): dropping them would lose what the derived
+	// history has still to learn. The first run after the reconcile has
+	// read them drops them.
+	Held []Partition
+	// Unread is, per change log with changes the reconcile has not read,
+	// the time of the first of them, as the Reconcile said.
+	Unread map[string]time.Time
+}
+
+// Reconcile says what the reconcile has not read yet: per change log
+// table with such changes, the time of the first (package derived's
+// History).
+type Reconcile interface {
+	FirstUnread(ctx context.Context) (map[string]time.Time, error)
 }
 
 // Expirer drops the partitions of one database's expiring tables.
 type Expirer struct {
-	conn  *chconn.Conn
-	names chconn.Names
+	conn      *chconn.Conn
+	names     chconn.Names
+	reconcile Reconcile
 }
 
-// New returns the Expirer of the database of c.
-func New(c *chconn.Conn) *Expirer { return &Expirer{conn: c, names: c.Names()} }
+// New returns the Expirer of the database of c, whose change logs r
+// reads.
+func New(c *chconn.Conn, r Reconcile) *Expirer {
+	return &Expirer{conn: c, names: c.Names(), reconcile: r}
+}
 
 // Plan lists what an expiry under p would drop now, without dropping it.
 func (e *Expirer) Plan(ctx context.Context, p Policy) (Plan, error) {
@@ -106,10 +126,21 @@ func (e *Expirer) Plan(ctx context.Context, p Policy) (Plan, error) {
 	if err != nil {
 		return plan, err
 	}
-	for _, part := range parts {
-		if cut, ok := plan.Cutoffs[part.Resolution]; ok && part.Newest.Before(cut) {
-			plan.Drops = append(plan.Drops, part)
+	if _, ok := plan.Cutoffs[schema.Raw]; ok {
+		if plan.Unread, err = e.reconcile.FirstUnread(ctx); err != nil {
+			return plan, fmt.Errorf("expiry: %w", err)
 		}
+	}
+	for _, part := range parts {
+		cut, ok := plan.Cutoffs[part.Resolution]
+		if !ok || !part.Newest.Before(cut) {
+			continue
+		}
+		if first, unread := plan.Unread[part.Table]; unread && !part.Newest.Before(first) {
+			plan.Held = append(plan.Held, part)
+			continue
+		}
+		plan.Drops = append(plan.Drops, part)
 	}
 	return plan, nil
 }

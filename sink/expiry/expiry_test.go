@@ -240,3 +240,77 @@ func TestExpiryOnEveryShard(t *testing.T) {
 	}
 	historytest.AssertVerified(t, ch, time.Time{})
 }
+
+// TestExpiryHoldsUnreadChanges keeps the change logs' partitions past
+// the raw retention while they hold changes the reconcile has not read: a
+// reconcile that stalled longer than the retention still finds every
+// change when it runs again. Once it has read them, the next run drops
+// them.
+func TestExpiryHoldsUnreadChanges(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ch, db := historytest.OpenTestSink(t)
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	old := monthStart(now, -3).Add(36 * time.Hour)
+	// Changes no reconcile has read, as the materialized views record
+	// them, written months ago.
+	for _, q := range []string{
+		fmt.Sprintf("INSERT INTO %s (changed_at, project_id, snapshot_at) SELECT toDateTime(%d), 1, toDateTime(%d)",
+			db.Table(schema.SnapshotChanges), old.Unix(), old.Unix()),
+		fmt.Sprintf("INSERT INTO %s (changed_at, schedule, tick) SELECT toDateTime(%d), 'every-minute', toDateTime(%d)",
+			db.Table(schema.TickChanges), old.Unix(), old.Unix()),
+	} {
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := expiry.Policy{schema.Raw: 30 * 24 * time.Hour}
+	logs := func(parts []expiry.Partition) []string {
+		var out []string
+		for _, part := range parts {
+			if part.Table == schema.SnapshotChanges || part.Table == schema.TickChanges {
+				out = append(out, part.Table+" "+part.ID)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{schema.SnapshotChanges + " " + old.Format("200601"), schema.TickChanges + " " + old.Format("200601")}
+
+	rep, err := ch.Expire(ctx, p, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := logs(rep.Held); !slices.Equal(got, want) {
+		t.Errorf("before the reconcile, expiry held %v, want %v", got, want)
+	}
+	if got := logs(rep.Dropped); len(got) > 0 {
+		t.Errorf("before the reconcile, expiry dropped %v", got)
+	}
+	for _, log := range []string{schema.SnapshotChanges, schema.TickChanges} {
+		if n := sinktest.Lines(t, db.Conn, "SELECT toString(count()) FROM "+db.Table(log))[0]; n != "1" {
+			t.Errorf("%s holds %s rows after expiry, want the 1 unread", log, n)
+		}
+	}
+
+	if _, err := ch.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = ch.Expire(ctx, p, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs(rep.Held); len(got) > 0 {
+		t.Errorf("after the reconcile, expiry held %v", got)
+	}
+	if got := logs(rep.Dropped); !slices.Equal(got, want) {
+		t.Errorf("after the reconcile, expiry dropped %v, want %v", got, want)
+	}
+	for _, log := range []string{schema.SnapshotChanges, schema.TickChanges} {
+		if n := sinktest.Lines(t, db.Conn, "SELECT toString(count()) FROM "+db.Table(log))[0]; n != "0" {
+			t.Errorf("%s holds %s rows after the reconcile and expiry, want none", log, n)
+		}
+	}
+}
