@@ -41,10 +41,30 @@ GROUP BY project_id, hour, message_id`,
 }
 
 // hourRollupTable is the hour rollup: a project's hour as project_read_hourly
-// shows it (see dayrefresh.go for its key).
+// shows it. A refresh writes the hour's values after its key (see
+// dayrefresh.go) as one String, HourRow, whose maximum is the values of
+// the highest key: the key has a fixed length, so the String compares as
+// the key first. The day rollup keeps the same values as an argMax of a
+// tuple, as release 0.4.0 created it; a maximum of a String merges in
+// half the time (the per-snapshot panel over two days of hours of 500
+// projects: 70 ms against 130 on 26.7, 70 against 90 on 18.16).
 var hourRollupTable = tableDef{name: HourRollup, columns: []columnDef{
-	{"project_id", "Int64"}, {"hour", "DateTime"}, {"hour_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, UInt64), String)"},
+	{"project_id", "Int64"}, {"hour", "DateTime"}, {"hour_state", "AggregateFunction(max, String)"},
 }, layout: hourRollupLayout()}
+
+// Where HourRow's values begin, after the refresh key.
+const (
+	hourMessages = refreshKeyLen + 1
+	hourReads    = hourMessages + 8
+	hourTotal    = hourReads + 8
+)
+
+// HourRow is the hour rollup's String of a refresh: its key, then the
+// messages, reads and total of the hour (UInt64 expressions) in bigEndian
+// form.
+func HourRow(key, messages, reads, total string) string {
+	return fmt.Sprintf("concat(%s, %s, %s, %s)", key, bigEndian(messages), bigEndian(reads), bigEndian(total))
+}
 
 // hourGainsTable is the hour gains rollup: the gains of a project's
 // snapshots summed per UTC hour, as the day gains rollup sums them per
@@ -68,21 +88,20 @@ func hourRollupLayout() layout {
 // project, and the read of a day of all projects reads every row (361 000
 // at 500 projects and a month, 110 ms on 26.7); with 128, a granule holds
 // five days, and the same read takes a fifth of the rows (76 000, 50 ms).
-// A state is large (its tuple and its refresh key), so the index stays
+// A state is large (its refresh key and its values), so the index stays
 // small beside it.
 const hourGranularity = 128
 
 // projectReadHourly is project_read_hourly: per project and UTC hour, the
 // messages listed, their last reads and totals of the hour, summed.
 func projectReadHourly(d ddl) string {
-	hours := fmt.Sprintf(`SELECT project_id, hour, tupleElement(hour_values, 1) AS messages, tupleElement(hour_values, 2) AS reads,
-    tupleElement(hour_values, 3) AS total
+	hours := fmt.Sprintf(`SELECT project_id, hour, %s AS messages, %s AS reads, %s AS total
 FROM
 (
-    SELECT project_id, hour, argMaxMerge(hour_state) AS hour_values
+    SELECT project_id, hour, maxMerge(hour_state) AS hour_row
     FROM %s
     GROUP BY project_id, hour
-)`, d.Table(HourRollup))
+)`, RowUInt64("hour_row", hourMessages), RowUInt64("hour_row", hourReads), RowUInt64("hour_row", hourTotal), d.Table(HourRollup))
 	return "SELECT hour, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, hours)
 }
 
