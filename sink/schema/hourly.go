@@ -186,18 +186,24 @@ func migrateHourly(ctx context.Context, m *migrator) error {
 			return err
 		}
 	}
-	steps := []struct {
-		source, target string
-		insert         func(month string) string
-	}{
-		{SnapshotsTable.name, HourlyRollup, func(month string) string {
-			return fmt.Sprintf("INSERT INTO %s %s", d.Table(HourlyRollup), hourlyRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+month))
-		}},
-		{HourlyRollup, HourRollup, func(month string) string {
-			return HourRefresh(d.Names, "WHERE toYYYYMM(hour) = "+month)
-		}},
-		{GainsRollup, HourGainsRollup, func(month string) string {
-			return fmt.Sprintf(`INSERT INTO %s (project_id, hour, hour_gain_state)
+	// The messages' hours hold a group per snapshot row at an hourly
+	// cadence: they are folded a range of projects at a time.
+	const msg = "folded history into the hourly resolution"
+	err = m.foldMonthsByProject(ctx, SnapshotsTable.name, "snapshot_at", HourlyRollup, msg, func(month, projects string) string {
+		return fmt.Sprintf("INSERT INTO %s %s", d.Table(HourlyRollup),
+			hourlyRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+month+" AND "+projects))
+	})
+	if err != nil {
+		return err
+	}
+	err = m.foldMonthsByProject(ctx, HourlyRollup, "hour", HourRollup, msg, func(month, projects string) string {
+		return HourRefresh(d.Names, "WHERE toYYYYMM(hour) = "+month+" AND "+projects)
+	})
+	if err != nil {
+		return err
+	}
+	return m.foldMonths(ctx, GainsRollup, HourGainsRollup, msg, func(month string) string {
+		return fmt.Sprintf(`INSERT INTO %s (project_id, hour, hour_gain_state)
 SELECT project_id, hour, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), '0')
 FROM
 (
@@ -213,12 +219,5 @@ FROM
     GROUP BY project_id, hour
 )
 GROUP BY project_id, hour`, d.Table(HourGainsRollup), hourOf, d.Table(GainsRollup), month)
-		}},
-	}
-	for _, s := range steps {
-		if err := m.foldMonths(ctx, s.source, s.target, "folded history into the hourly resolution", s.insert); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }

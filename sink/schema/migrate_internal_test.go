@@ -477,3 +477,63 @@ func TestRejectedMigrationIsARefusal(t *testing.T) {
 		t.Error("a refused connection counts as a refusal")
 	}
 }
+
+// A fold by project splits each month into ranges of whole projects of
+// at most foldRows source rows, a larger project alone, and folds every
+// project of every month exactly once.
+func TestFoldByProjectBoundsEachInsert(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := sinktest.New(t)
+	c := openTest(t, db.DSN)
+	if err := Migrate(ctx, c, noGains); err != nil {
+		t.Fatal(err)
+	}
+	// Each month: project 1 and 2 two rows each, 3 six, 4 one, 5 two.
+	perProject := map[int64]int{1: 2, 2: 2, 3: 6, 4: 1, 5: 2}
+	b := &sink.Batch{}
+	for _, month := range []time.Month{1, 2} {
+		for p, n := range perProject {
+			for i := range n {
+				at := sink.TimeOf(time.Date(2026, month, 1+i, 0, 0, 0, 0, time.UTC))
+				b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p, MessageID: 1, SnapshotAt: at, FetchedAt: at, Version: 1})
+			}
+		}
+	}
+	write(t, c, b)
+	var stmts []string
+	fold := migration{id: 1002, name: "fold by project", run: func(ctx context.Context, m *migrator) error {
+		def := tableDef{name: "project_counts", columns: []columnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
+			layout: layout{engine: engine{"MergeTree", ""}, orderBy: "(project_id, month)", shardBy: "project_id"}}
+		for _, q := range m.ddl.createTable(def) {
+			if err := m.exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		m.foldRows = 4
+		return m.foldMonthsByProject(ctx, SnapshotsTable.name, "snapshot_at", "project_counts", "folded", func(month, projects string) string {
+			q := fmt.Sprintf("INSERT INTO %s SELECT project_id, toUInt32(%s), count() FROM %s WHERE toYYYYMM(snapshot_at) = %s AND %s GROUP BY project_id",
+				m.ddl.Table("project_counts"), month, m.ddl.Table(SnapshotsTable.name), month, projects)
+			stmts = append(stmts, projects)
+			return q
+		})
+	}}
+	if err := runMigrations(ctx, c, noGains, append(migrations(), fold)); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"project_id BETWEEN 1 AND 2", "project_id BETWEEN 3 AND 3", "project_id BETWEEN 4 AND 5"}
+	if wantBoth := append(slices.Clone(want), want...); !slices.Equal(stmts, wantBoth) {
+		t.Errorf("the fold's ranges: %q, want %q in each month", stmts, want)
+	}
+	got := sinktest.Lines(t, db.Conn, "SELECT concat(toString(project_id), ' ', toString(month), ' ', toString(snapshots)) AS r FROM "+db.Table("project_counts")+" ORDER BY r")
+	var exp []string
+	for _, month := range []string{"202601", "202602"} {
+		for p, n := range perProject {
+			exp = append(exp, fmt.Sprintf("%d %s %d", p, month, n))
+		}
+	}
+	slices.Sort(exp)
+	if !slices.Equal(got, exp) {
+		t.Errorf("project_counts:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(exp, "\n"))
+	}
+}
