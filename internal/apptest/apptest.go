@@ -215,19 +215,8 @@ func PassedOK(metrics, schedule string) bool {
 }
 
 // DeleteRows deletes the rows of one of the fixture's tables that match
-// where, as an operator's mistake or a lost write would, and waits until
-// the deletion is done.
-func (f *Fixture) DeleteRows(t *testing.T, table, where string) {
-	t.Helper()
-	if err := f.DB.Conn.Exec(context.Background(), fmt.Sprintf("ALTER TABLE %s DELETE WHERE %s", f.DB.Table(table), where)); err != nil {
-		t.Fatal(err)
-	}
-	Eventually(t, "the deletion from "+table, func() bool {
-		var n uint64
-		f.Query(t, fmt.Sprintf("SELECT count() FROM system.mutations WHERE database = '%s' AND is_done = 0", f.DB.Name), &n)
-		return n == 0
-	}, func() string { return "" })
-}
+// where (see sinktest.DB.DeleteRows).
+func (f *Fixture) DeleteRows(t *testing.T, table, where string) { f.DB.DeleteRows(t, table, where) }
 
 // WriteFile writes a file of the test, failing it on an error.
 func WriteFile(t *testing.T, file, content string) {

@@ -188,6 +188,28 @@ func (d *DB) Count(t testing.TB, table string) uint64 {
 	return n
 }
 
+// DeleteRows deletes the rows of table that match where, as a lost write
+// or an operator's mistake would, and waits until the deletion is done.
+func (d *DB) DeleteRows(t testing.TB, table, where string) {
+	t.Helper()
+	ctx := context.Background()
+	q := "ALTER TABLE " + d.Table(table) + " DELETE WHERE " + where
+	if err := d.Conn.Exec(ctx, q); err != nil {
+		t.Fatalf("%v\n%s", err, q)
+	}
+	for range 600 {
+		var n uint64
+		if err := d.Conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND is_done = 0", d.Name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the deletion from %s did not finish within a minute", table)
+}
+
 // Lines runs q, whose one column is a String, and returns its rows in the
 // order the server sent them: a way to compare query results as text,
 // every value formatted by ClickHouse so that floats compare exactly.

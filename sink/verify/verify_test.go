@@ -9,7 +9,6 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/schema"
-	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/verify"
 )
@@ -53,7 +52,7 @@ func TestVerifyFindsAndRepairsEachDifference(t *testing.T) {
 		}
 	}
 	// A missing row: project 1's day in the day rollup.
-	deleteRows(t, db, "project_read_day_rollup", "project_id = 1")
+	db.DeleteRows(t, "project_read_day_rollup", "project_id = 1")
 	// A wrong value: project 2's gains at 08:00, with a key that outranks
 	// every refresh.
 	exec(fmt.Sprintf(`INSERT INTO %s (project_id, snapshot_at, gain_key, gain_prev_at, gain_messages, gain_new_messages, gain_reads,
@@ -90,24 +89,6 @@ SELECT 2, toDateTime('2026-03-01 08:00:00', 'UTC'), '9', toDateTime('2026-03-01 
 	historytest.AssertVerified(t, ch, time.Time{})
 }
 
-// deleteRows deletes the rows of one of the test database's tables that
-// match where, as a lost write or an operator's mistake would, and waits
-// until the deletion is done.
-func deleteRows(t *testing.T, db *sinktest.DB, table, where string) {
-	t.Helper()
-	q := fmt.Sprintf("ALTER TABLE %s DELETE WHERE %s", db.Table(table), where)
-	if err := db.Conn.Exec(context.Background(), q); err != nil {
-		t.Fatalf("%v\n%s", err, q)
-	}
-	for range 300 {
-		if got := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT toString(count()) FROM system.mutations WHERE database = '%s' AND table = '%s' AND is_done = 0", db.Name, table)); got[0] == "0" {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("the deletion from %s did not finish", table)
-}
-
 // With a time, Verify compares, besides the snapshots and days from its
 // day on, what the change logs record as written since then, whatever its
 // time, and the rows that depend on it: a snapshot taken ten days ago and
@@ -142,7 +123,7 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 	// --snapshot-at; the gains at 12:00, which now count from it, lost.
 	b := h.Fetch(2, at(8), h.NextVersion())
 	h.Write(&b)
-	deleteRows(t, db, "project_read_gain_rollup", fmt.Sprintf("project_id = 2 AND snapshot_at = toDateTime(%d)", at(12).Unix()))
+	db.DeleteRows(t, "project_read_gain_rollup", fmt.Sprintf("project_id = 2 AND snapshot_at = toDateTime(%d)", at(12).Unix()))
 	rep, err := ch.Verify(ctx, since)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +213,7 @@ GROUP BY h, snapshot_at`, db.Table(schema.NameFailureHours), nft, schema.Failure
 	}
 	state("worse.eth", now.Add(-30*time.Minute), "decode")
 	state("ghost.eth", now.Add(-30*time.Minute), "decode")
-	deleteRows(t, db, schema.NameFailureHours, "nft = 'bad.eth'")
+	db.DeleteRows(t, schema.NameFailureHours, "nft = 'bad.eth'")
 
 	rep, err := ch.Verify(ctx, time.Time{})
 	if err != nil {
