@@ -36,6 +36,7 @@ import (
 type options struct {
 	dsn, database           string
 	names, passes, unmerged int
+	dailyPasses             int
 	failing                 float64
 	runs                    int
 }
@@ -57,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.failing, "failing", 0.01, "share of the names that fail at every pass")
 	fs.IntVar(&o.passes, "passes", 1440, "passes, a minute apart, ending now")
 	fs.IntVar(&o.unmerged, "unmerged", 10, "last passes whose names read are written")
+	fs.IntVar(&o.dailyPasses, "daily-passes", 64, "passes of a second, daily schedule, ending now, at which the same share of its names fails (0: none)")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each query; the median is reported")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -101,8 +103,34 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("write the names read at pass %d: %w", p, err)
 		}
 	}
-	fmt.Fprintf(stdout, "ClickHouse %s: %d names, %d failing at each of %d passes a minute apart (%d failure rows), names read written at the last %d; written in %s\n\n",
-		version, o.names, o.names/every, o.passes, o.passes*(o.names/every), o.unmerged, time.Since(start).Round(time.Second))
+	// Each pass's record in sync_runs, from three pods, which name_health
+	// reads the schedules' intervals from; and a daily schedule whose
+	// failing names count over its last 64 passes, beyond the day.
+	q := fmt.Sprintf("INSERT INTO `%s`.sync_runs (run_id, schedule, trigger, snapshot_at, started_at, finished_at, status, shard) "+
+		"SELECT concat('run-', toString(number)), 'every-minute', 'cron', toDateTime(%d + 60 * intDiv(number, 3)), toDateTime(%d + 60 * intDiv(number, 3)), "+
+		"toDateTime(%d + 60 * intDiv(number, 3)), 'ok', concat(toString(number %% 3), '/3') FROM numbers(%d)",
+		o.database, now.Unix()-int64(o.passes-1)*60, now.Unix()-int64(o.passes-1)*60, now.Unix()-int64(o.passes-1)*60, 3*o.passes)
+	if err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("write the passes' runs: %w", err)
+	}
+	for p := range o.dailyPasses {
+		at := now.Add(time.Duration(p-o.dailyPasses+1) * 24 * time.Hour).Unix()
+		q := fmt.Sprintf("INSERT INTO `%s`.name_failures (run_id, snapshot_at, shard, nft, stage, kind, http_status, attempts, error, schedule) "+
+			"SELECT 'daily-%d', toDateTime(%d), '', concat('name-', toString(number), '.eth'), 'details', 'not_found', 404, 1, "+
+			"concat('no project is bound to nft \"name-', toString(number), '.eth\"'), 'daily' "+
+			"FROM system.numbers WHERE number %% %d = 0 LIMIT %d", o.database, p, at, every, o.names/every)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("write the failures of daily pass %d: %w", p, err)
+		}
+		q = fmt.Sprintf("INSERT INTO `%s`.sync_runs (run_id, schedule, trigger, snapshot_at, started_at, finished_at, status, shard) "+
+			"SELECT 'daily-%d', 'daily', 'cron', toDateTime(%d), toDateTime(%d), toDateTime(%d), 'ok', ''", o.database, p, at, at, at)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("write the run of daily pass %d: %w", p, err)
+		}
+	}
+	fmt.Fprintf(stdout, "ClickHouse %s: %d names, %d failing at each of %d passes a minute apart (%d failure rows), names read written at the last %d; "+
+		"a daily schedule with %d failing at each of %d passes; written in %s\n\n",
+		version, o.names, o.names/every, o.passes, o.passes*(o.names/every), o.unmerged, o.names/every, o.dailyPasses, time.Since(start).Round(time.Second))
 	// A daemon writes a pass a minute, and the server merges its parts as
 	// they come: the queries are timed once the merges of the writes above
 	// are done, not while they compete for the same cores.

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/spool"
@@ -159,4 +161,116 @@ func TestNameOutcomesComeThroughTheSpool(t *testing.T) {
 	if n := sinktest.Lines(t, db.Conn, "SELECT toString(count()) FROM "+db.Table("name_successes")+" FINAL"); len(n) != 1 || n[0] != "1" {
 		t.Errorf("name_successes holds %v rows once merged, want up.eth's latest", n)
 	}
+}
+
+// A slow schedule's names count their failures in a row beyond the day
+// the view reads: over its last 64 passes, from the passes sync_runs
+// records. An @daily schedule's name failing ten days counts 10, one that
+// succeeded four days ago 4, and a name of a schedule of a pass every ten
+// minutes beside it still counts over the hours of a day. --verify holds the view to
+// its brute force.
+func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
+	t.Parallel()
+	db := sinktest.New(t)
+	ch := historytest.OpenSink(t, db.DSN)
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The view counts a fast schedule's passes in a row from the start of
+	// the hour a day ago: not within the last half minute of an hour, so
+	// that the hour the test counts from is the view's.
+	if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < 30*time.Second {
+		time.Sleep(left + time.Second)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	pass := func(schedule string, at time.Time, failing, succeeding []string) {
+		t.Helper()
+		b := &sink.Batch{Schedule: schedule}
+		for _, n := range failing {
+			b.NameFailures = append(b.NameFailures, sink.NameFailure{RunID: schedule + at.Format(time.RFC3339), SnapshotAt: at, NFT: n,
+				Stage: "details", Kind: "not_found", HTTPStatus: 404, Attempts: 1, Error: "no project is bound to " + n})
+		}
+		for _, n := range succeeding {
+			b.NameSuccesses = append(b.NameSuccesses, sink.NameSuccess{NFT: n, SnapshotAt: at})
+		}
+		if err := ch.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.RecordRun(ctx, sink.Run{RunID: schedule + at.Format(time.RFC3339), Schedule: schedule, Trigger: "cron", SnapshotAt: at,
+			StartedAt: at, FinishedAt: at, Status: "ok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Ten daily passes, the last a minute ago.
+	for i := 9; i >= 0; i-- {
+		at := now.Add(-time.Duration(i)*24*time.Hour - time.Minute)
+		succeeding := []string{"steady.eth"}
+		failing := []string{"broken.eth"}
+		if i >= 4 {
+			succeeding = append(succeeding, "relapsed.eth")
+		} else {
+			failing = append(failing, "relapsed.eth")
+		}
+		pass("daily", at, failing, succeeding)
+	}
+	// A pass every ten minutes over the last 30 hours, none within a
+	// minute of the day's start: its name fails at every one, and counts
+	// the day's failures, and the passes in a row of the hours of the day
+	// (from the start of the hour a day ago).
+	var fastDay, fastHours int
+	for at := now.Add(-30*time.Hour + 5*time.Minute); at.Before(now); at = at.Add(10 * time.Minute) {
+		pass("fast", at, []string{"fast-broken.eth"}, nil)
+		if !at.Before(now.Add(-24 * time.Hour)) {
+			fastDay++
+		}
+		if !at.Before(now.Add(-24 * time.Hour).Truncate(time.Hour)) {
+			fastHours++
+		}
+	}
+	got := map[string]clickhouse.NameHealth{}
+	if err := ch.FailingNames(ctx, nil, func(h clickhouse.NameHealth) error {
+		got[h.Schedule+"/"+h.NFT] = h
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]uint64{ // failures of the day, passes in a row
+		"daily/broken.eth":     {1, 10},
+		"daily/relapsed.eth":   {1, 4},
+		"fast/fast-broken.eth": {uint64(fastDay), uint64(fastHours)},
+	}
+	if len(got) != len(want) {
+		t.Errorf("failing names %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	for k, w := range want {
+		if g := got[k]; g.Failures24h != w[0] || g.FailingPasses != w[1] {
+			t.Errorf("%s: %d failures in the day, %d passes in a row; want %d and %d", k, g.Failures24h, g.FailingPasses, w[0], w[1])
+		}
+	}
+	counts, err := ch.NamesFailing(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := counts["daily"]; c.Failing != 2 || c.NotRead != 2 || c.MaxPasses != 10 {
+		t.Errorf("the daily schedule's failing names: %+v, want 2 failing, both for 3 passes or more, at most 10", c)
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+
+	// The failures of five days ago lost from the rollup: --verify finds
+	// broken.eth's passes wrong, and --repair computes them again, as far
+	// back as the view reads.
+	db.DeleteRows(t, schema.NameFailureHours, fmt.Sprintf("hour < toDateTime(%d) AND hour >= toDateTime(%d)",
+		now.Add(-4*24*time.Hour-time.Hour).Unix(), now.Add(-6*24*time.Hour).Unix()))
+	rep, err := ch.Verify(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := historytest.DescribeDiff(rep.Views[len(rep.Views)-1]); !strings.Contains(got, `wrong   schedule="daily" nft="broken.eth"`) {
+		t.Errorf("name_health with a day of failures lost: the report lacks broken.eth:\n%s", got)
+	}
+	if err := ch.Repair(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
 }

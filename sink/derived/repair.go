@@ -53,17 +53,18 @@ func (h *History) Repair(ctx context.Context, views []string, projects []int64) 
 	return nil
 }
 
-// nameHealthRepaired is how far back a repair of name_health computes the
-// names' failures by the hour again: the day the view reads, and an hour
-// more for the time between the check and the repair.
-const nameHealthRepaired = 25 * time.Hour
-
 // rebuildNameFailureHours deletes the hours of every name's failures that
-// name_health reads, and computes them again from name_failures. Readers
-// may see those failures missing for the moment between.
+// name_health reads (a day, or the longer span of a slow schedule's
+// passes), and an hour more for the time between the check and the
+// repair, and computes them again from name_failures. Readers may see
+// those failures missing for the moment between.
 func (h *History) rebuildNameFailureHours(ctx context.Context) error {
 	ctx = h.conn.SyncInserts(ctx)
-	from := chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(uint32(time.Now().Add(-nameHealthRepaired).Unix()))))
+	var reach uint32
+	if err := h.conn.QueryRow(ctx, schema.NameHealthReach(h.names)).Scan(&reach); err != nil {
+		return fmt.Errorf("read how far back %s reads: %w", schema.NameHealthView, err)
+	}
+	from := chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(uint32(time.Now().Unix()) - reach - 3600)))
 	q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE hour >= %s", h.names.Local(schema.NameFailureHours), h.names.OnCluster(), from)
 	if err := h.conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("delete from %s: %w", schema.NameFailureHours, err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 )
 
 // Each name's health: every pass records the names it asked for and did
@@ -26,6 +27,50 @@ const NameHealthView = "name_health"
 // failing set, and its failures are counted over it. A day bounds what the
 // view reads to a day of failures, whatever the history stored.
 const nameHealthWindow = "INTERVAL 1 DAY"
+
+// streakPasses is how many of a schedule's passes back, at least,
+// name_health counts a name's failures in a row over: the view reads the
+// hours of the last day, and for a schedule whose streakPasses passes
+// span longer (a pass every 22.5 minutes or less often), the hours of
+// that span, so that an @daily schedule's name failing for a week counts
+// 7. What it reads follows the passes, not the history kept: a row per
+// failing name and hour of a day, or at most a row per pass.
+const streakPasses = 64
+
+// streakSpans is, per schedule with at least two cron passes recorded in
+// sync_runs in the last 8 days whose last streakPasses passes span longer
+// than a day, that span in seconds, from the passes' mean interval. A
+// schedule it leaves out (faster, a backfill's ”, one that did not run)
+// counts over the day.
+func streakSpans(d ddl) string {
+	return fmt.Sprintf(`SELECT schedule, toUInt32(%d * intDiv(toUInt32(max(snapshot_at)) - toUInt32(min(snapshot_at)), uniqExact(snapshot_at) - 1)) AS span
+FROM %s
+WHERE started_at >= now() - INTERVAL 8 DAY AND trigger = 'cron'
+GROUP BY schedule
+HAVING uniqExact(snapshot_at) > 1 AND span > 86400`, streakPasses, d.Table(RunsTable.name))
+}
+
+// streakHours is the set of (schedule, UTC hour) that name_health reads
+// before the day's hours: each slow schedule's hours from the one its span
+// starts in. As a set of the rollup's first two key columns, the server
+// reads only their granules.
+func streakHours(d ddl) string {
+	// range takes one argument on 18.16: the hours are the first one's
+	// number plus 0, 1, … up to the day's first.
+	first := "intDiv(toUInt32(now()) - span, 3600)"
+	return fmt.Sprintf(`SELECT schedule, toDateTime((%[1]s + arrayJoin(range(toUInt32(intDiv(toUInt32(now() - %[2]s), 3600) - %[1]s)))) * 3600)
+FROM
+(
+%[3]s
+)`, first, nameHealthWindow, indent(streakSpans(d)))
+}
+
+// NameHealthReach is the query of how far back, in seconds, name_health
+// reads the names' failures: a day, or the longest span of a slow
+// schedule's last streakPasses passes. A repair computes that much again.
+func NameHealthReach(n chconn.Names) string {
+	return fmt.Sprintf("SELECT greatest(toUInt32(86400), max(span)) FROM (%s)", streakSpans(ddl{n}))
+}
 
 var (
 	// NameFailuresTable is name_failures: a row per name a pass asked
@@ -90,14 +135,16 @@ func nameHealthV10(d ddl) string {
 FROM %s
 WHERE snapshot_at >= now() - %s
 GROUP BY schedule, nft`, d.Table(NameFailuresTable.name), nameHealthWindow)
-	return nameHealthOf(d, failures, failed)
+	return nameHealthOf(d, failures, failed, "length(failed_at)", "arrayCount(t -> t > last_success_at, failed_at)")
 }
 
 // nameHealthOf is name_health over failures, a row per schedule and name
 // that failed within the window (last_failure_at, last_error_kind,
 // last_error, last_http_status, and failed_at, the distinct times of the
-// passes that failed), and failed, the schedules and names it holds.
-func nameHealthOf(d ddl, failures, failed string) string {
+// passes that failed), and failed, the schedules and names it holds;
+// failures24h and afterSuccess count the failures of the window and those
+// after the last success (last_success_at) from them.
+func nameHealthOf(d ddl, failures, failed, failures24h, afterSuccess string) string {
 	return fmt.Sprintf(`SELECT
     schedule,
     nft,
@@ -106,11 +153,11 @@ func nameHealthOf(d ddl, failures, failed string) string {
     last_error_kind,
     last_error,
     last_http_status,
-    toUInt64(length(failed_at)) AS failures_24h,
-    toUInt64(if(last_failure_at > last_success_at, arrayCount(t -> t > last_success_at, failed_at), 0)) AS failing_passes
+    toUInt64(%s) AS failures_24h,
+    toUInt64(if(last_failure_at > last_success_at, %s, 0)) AS failing_passes
 FROM %s
 UNION ALL
-%s`, anyLeftJoin(failures, successesWhere(d, "(schedule, nft) GLOBAL IN ("+failed+")"), "schedule, nft"), healthyNames(d, failed))
+%s`, failures24h, afterSuccess, anyLeftJoin(failures, successesWhere(d, "(schedule, nft) GLOBAL IN ("+failed+")"), "schedule, nft"), healthyNames(d, failed))
 }
 
 // successesWhere selects the latest success (last_success_at) of each
