@@ -202,6 +202,9 @@ func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A schedule of a single pass, whose interval is unknown, counts over
+	// the day.
+	pass("once", now.Add(-2*time.Hour), []string{"once-broken.eth"}, nil)
 	// Ten daily passes, the last a minute ago.
 	for i := 9; i >= 0; i-- {
 		at := now.Add(-time.Duration(i)*24*time.Hour - time.Minute)
@@ -239,6 +242,7 @@ func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 		"daily/broken.eth":     {1, 10},
 		"daily/relapsed.eth":   {1, 4},
 		"fast/fast-broken.eth": {uint64(fastDay), uint64(fastHours)},
+		"once/once-broken.eth": {1, 1},
 	}
 	if len(got) != len(want) {
 		t.Errorf("failing names %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))

@@ -43,7 +43,9 @@ const streakPasses = 64
 // schedule it leaves out (faster, a backfill's ”, one that did not run)
 // counts over the day.
 func streakSpans(d ddl) string {
-	return fmt.Sprintf(`SELECT schedule, toUInt32(%d * intDiv(toUInt32(max(snapshot_at)) - toUInt32(min(snapshot_at)), uniqExact(snapshot_at) - 1)) AS span
+	// The division is computed for a schedule of one pass too, before
+	// HAVING leaves it out: its divisor is kept at 1 or more.
+	return fmt.Sprintf(`SELECT schedule, toUInt32(%d * intDiv(toUInt32(max(snapshot_at)) - toUInt32(min(snapshot_at)), greatest(uniqExact(snapshot_at), 2) - 1)) AS span
 FROM %s
 WHERE started_at >= now() - INTERVAL 8 DAY AND trigger = 'cron'
 GROUP BY schedule
