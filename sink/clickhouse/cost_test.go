@@ -27,23 +27,23 @@ type costs struct{ pass, step uint64 }
 
 // A pass, and the reconcile step that reads what it changed, cost the
 // server what the pass wrote, not the history stored: over a history of
-// 8 000 snapshots a message they read at most 1.2 times the rows they
-// read over 2 000, as the server counts them (whole granules), and every
+// 4 000 snapshots a message they read at most 1.2 times the rows they
+// read over 1 000, as the server counts them (whole granules), and every
 // view equals its brute force after, from the pass's day on.
 func TestPassReadsFollowTheChange(t *testing.T) {
 	t.Parallel()
-	shallow := measurePass(t, 2000)
-	deep := measurePass(t, 8000)
-	t.Logf("rows read at 2 000 snapshots a message: pass %d, reconcile step %d; at 8 000: pass %d, step %d",
+	shallow := measurePass(t, 1000)
+	deep := measurePass(t, 4000)
+	t.Logf("rows read at 1 000 snapshots a message: pass %d, reconcile step %d; at 4 000: pass %d, step %d",
 		shallow.pass, shallow.step, deep.pass, deep.step)
 	if shallow.pass == 0 || shallow.step == 0 {
 		t.Fatalf("the server reported no rows read: %+v", shallow)
 	}
 	if deep.pass*10 > shallow.pass*12 {
-		t.Errorf("a pass over 8 000 snapshots a message read %d rows, over 1.2 times the %d it read over 2 000", deep.pass, shallow.pass)
+		t.Errorf("a pass over 4 000 snapshots a message read %d rows, over 1.2 times the %d it read over 1 000", deep.pass, shallow.pass)
 	}
 	if deep.step*10 > shallow.step*12 {
-		t.Errorf("its reconcile step over 8 000 snapshots a message read %d rows, over 1.2 times the %d it read over 2 000", deep.step, shallow.step)
+		t.Errorf("its reconcile step over 4 000 snapshots a message read %d rows, over 1.2 times the %d it read over 1 000", deep.step, shallow.step)
 	}
 }
 

@@ -166,8 +166,8 @@ func TestNameOutcomesComeThroughTheSpool(t *testing.T) {
 // A slow schedule's names count their failures in a row beyond the day
 // the view reads: over its last 64 passes, from the passes sync_runs
 // records. An @daily schedule's name failing ten days counts 10, one that
-// succeeded four days ago 4, and a name of a schedule of a pass every ten
-// minutes beside it still counts over the hours of a day. --verify holds the view to
+// succeeded four days ago 4, and a name of a schedule of a pass every
+// twenty minutes beside it still counts over the hours of a day. --verify holds the view to
 // its brute force.
 func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 	t.Parallel()
@@ -217,12 +217,12 @@ func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 		}
 		pass("daily", at, failing, succeeding)
 	}
-	// A pass every ten minutes over the last 30 hours, none within a
-	// minute of the day's start: its name fails at every one, and counts
-	// the day's failures, and the passes in a row of the hours of the day
-	// (from the start of the hour a day ago).
+	// A pass every twenty minutes over the last 26 hours (64 of them span
+	// less than a day), none within a minute of the day's start: its name
+	// fails at every one, and counts the day's failures, and the passes in
+	// a row of the hours of the day (from the start of the hour a day ago).
 	var fastDay, fastHours int
-	for at := now.Add(-30*time.Hour + 5*time.Minute); at.Before(now); at = at.Add(10 * time.Minute) {
+	for at := now.Add(-26*time.Hour + 5*time.Minute); at.Before(now); at = at.Add(20 * time.Minute) {
 		pass("fast", at, []string{"fast-broken.eth"}, nil)
 		if !at.Before(now.Add(-24 * time.Hour)) {
 			fastDay++
