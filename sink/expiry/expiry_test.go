@@ -21,7 +21,7 @@ func monthStart(t time.Time, months int) time.Time {
 	return time.Date(t.Year(), t.Month()+time.Month(months), 1, 0, 0, 0, 0, time.UTC)
 }
 
-// writeMonths writes passes every three days from the start of the month
+// writeMonths writes passes every five days from the start of the month
 // five months before now to yesterday: six partitions. A message of
 // project 2 stops being listed in the second month, so its latest row is
 // old; one of project 3 is left out of the lists from the third month to
@@ -30,7 +30,7 @@ func writeMonths(t *testing.T, ch *clickhouse.ClickHouse, now time.Time) {
 	t.Helper()
 	h := historytest.NewHistory(t, ch)
 	first := monthStart(now, -5)
-	for at := first.Add(12 * time.Hour); at.Before(now.Add(-24 * time.Hour)); at = at.Add(72 * time.Hour) {
+	for at := first.Add(12 * time.Hour); at.Before(now.Add(-24 * time.Hour)); at = at.Add(120 * time.Hour) {
 		h.Deleted[[2]int64{2, 4}] = !at.Before(monthStart(now, -4))
 		h.Deleted[[2]int64{3, 3}] = !at.Before(monthStart(now, -3).Add(20*24*time.Hour)) && at.Before(monthStart(now, -2).Add(15*24*time.Hour))
 		h.Pass(at)
