@@ -40,7 +40,7 @@ const streakPasses = 64
 // streakSpans is, per schedule with at least two cron passes recorded in
 // sync_runs in the last 8 days whose last streakPasses passes span longer
 // than a day, that span in seconds, from the passes' mean interval. A
-// schedule it leaves out (faster, a backfill's ”, one that did not run)
+// schedule it leaves out (faster, a backfill's empty one, one that did not run)
 // counts over the day.
 func streakSpans(d ddl) string {
 	// The division is computed for a schedule of one pass too, before
