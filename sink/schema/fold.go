@@ -177,19 +177,7 @@ func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
 // rollup, a month at a time, which bounds the GROUP BY's memory by a
 // month's messages × days.
 func foldDays(ctx context.Context, m *migrator) error {
-	months, err := m.partitions(ctx, DailyRollup)
-	if err != nil {
-		return err
-	}
-	for i, month := range months {
-		if err := m.held(ctx); err != nil {
-			return err
-		}
-		start := time.Now()
-		if err := m.exec(ctx, DayRefresh(m.ddl.Names, "WHERE toYYYYMM(day) = "+month)); err != nil {
-			return fmt.Errorf("fold month %s into %s: %w", month, DayRollup, err)
-		}
-		m.log.Info("folded project days", "month", month, "done", i+1, "of", len(months), "duration_ms", time.Since(start).Milliseconds())
-	}
-	return nil
+	return m.foldMonths(ctx, DailyRollup, DayRollup, "folded project days", func(month string) string {
+		return DayRefresh(m.ddl.Names, "WHERE toYYYYMM(day) = "+month)
+	})
 }
