@@ -86,6 +86,12 @@ type Plan struct {
 	Unread map[string]time.Time
 }
 
+// isChangeLog reports whether table is one of the change logs the
+// reconcile reads.
+func isChangeLog(table string) bool {
+	return table == schema.SnapshotChanges || table == schema.TickChanges
+}
+
 // Reconcile says what the reconcile has not read yet: per change log
 // table with such changes, the time of the first (package derived's
 // History).
@@ -126,15 +132,17 @@ func (e *Expirer) Plan(ctx context.Context, p Policy) (Plan, error) {
 	if err != nil {
 		return plan, err
 	}
-	if _, ok := plan.Cutoffs[schema.Raw]; ok {
-		if plan.Unread, err = e.reconcile.FirstUnread(ctx); err != nil {
-			return plan, fmt.Errorf("expiry: %w", err)
-		}
-	}
 	for _, part := range parts {
 		cut, ok := plan.Cutoffs[part.Resolution]
 		if !ok || !part.Newest.Before(cut) {
 			continue
+		}
+		// The reconcile is asked once, and only when a change log has a
+		// partition past the retention: most runs have none.
+		if isChangeLog(part.Table) && plan.Unread == nil {
+			if plan.Unread, err = e.reconcile.FirstUnread(ctx); err != nil {
+				return plan, fmt.Errorf("expiry: %w", err)
+			}
 		}
 		if first, unread := plan.Unread[part.Table]; unread && !part.Newest.Before(first) {
 			plan.Held = append(plan.Held, part)
