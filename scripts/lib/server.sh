@@ -206,6 +206,14 @@ write_server_config() {
 		    <users_config>users.xml</users_config>
 		    <default_profile>default</default_profile>
 		    <default_database>default</default_database>
+		    <!-- The server's own account of each statement that asks for it
+		         (log_queries = 1): the per-statement cost tests read it. -->
+		    <query_log>
+		        <database>system</database>
+		        <table>query_log</table>
+		        <partition_by>toYYYYMM(event_date)</partition_by>
+		        <flush_interval_milliseconds>1000</flush_interval_milliseconds>
+		    </query_log>
 		${extra}</yandex>
 	EOF
 }

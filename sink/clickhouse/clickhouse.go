@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
@@ -46,6 +48,7 @@ type options struct {
 	log     *slog.Logger
 	history []derived.Option
 	resort  schema.ResortOptions
+	wrap    func(driver.Conn) driver.Conn
 }
 
 // WithTopology places the tables on a cluster (see chconn.Topology);
@@ -67,6 +70,13 @@ func WithReconcileSettle(d time.Duration) Option {
 // (see schema.ResortOptions): for tests that move a small table at once.
 func WithResort(r schema.ResortOptions) Option { return func(o *options) { o.resort = r } }
 
+// WithIntercept sends every statement through the connection wrap
+// returns for readsync's own: for tests that record the statements sent
+// and what each cost the server.
+func WithIntercept(wrap func(driver.Conn) driver.Conn) Option {
+	return func(o *options) { o.wrap = wrap }
+}
+
 // OpenClickHouse connects to the server the DSN names. It does not require
 // the DSN's database to exist: Migrate creates it, and every statement names
 // its database explicitly.
@@ -78,6 +88,9 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	conn, err := chconn.Open(dsn, o.topo, o.log)
 	if err != nil {
 		return nil, err
+	}
+	if o.wrap != nil {
+		conn.Intercept(o.wrap)
 	}
 	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...), resort: o.resort}, nil
 }
