@@ -52,8 +52,8 @@ func (h *History) refreshPeriods(ctx context.Context, p chconn.Period, keys map[
 	// (project, period) and its partitions narrow the read; the pairs
 	// make it exact.
 	col := p.Column()
-	where := fmt.Sprintf("WHERE %s AND %s >= %s AND %s <= %s AND %s", chconn.InExt("project_id", "day_projects"),
-		col, p.Literal(lo), col, p.Literal(hi), chconn.InExt("project_id, "+col, "days"))
+	where := fmt.Sprintf("WHERE %s AND %s >= %s AND %s <= %s AND %s", h.names.InExt("project_id", "day_projects"),
+		col, p.Literal(lo), col, p.Literal(hi), h.names.InExt("project_id, "+col, "days"))
 	rollup, refresh := periodRollup(p)
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), pt, dt), refresh(h.names, where)); err != nil {
 		return h.conn.Redact(fmt.Errorf("refresh %d project %ss of %s: %w", len(keys), col, rollup, err))

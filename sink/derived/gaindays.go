@@ -94,7 +94,7 @@ func (h *History) sumGainDays(ctx context.Context, days map[chconn.ProjectDay]bo
     argMax(gain_reads, gain_key), argMax(gain_missed_ticks, gain_key), max(gain_key)
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at < %s
-GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), chconn.InExt("project_id", "day_projects"),
+GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), h.names.InExt("project_id", "day_projects"),
 		chconn.DateTime(chconn.Day.Start(lo)), chconn.DateTime(chconn.Day.Start(hi+1)))
 	sums := map[chconn.Period]map[chconn.ProjectDay]*daySum{}
 	for p := range keys {

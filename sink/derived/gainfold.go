@@ -92,7 +92,7 @@ func (h *History) foldSteps(ctx context.Context, only []int64) ([][]int64, error
 		}
 		ctx = chconn.WithExternal(ctx, pt)
 		q = fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s WHERE %s GROUP BY project_id ORDER BY project_id",
-			h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "folded"))
+			h.names.Table(schema.SnapshotRollup), h.names.InExt("project_id", "folded"))
 	}
 	var (
 		steps [][]int64

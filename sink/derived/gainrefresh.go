@@ -95,7 +95,7 @@ func (h *History) storedGainKeys(ctx context.Context, set chconn.SnapshotSet) (m
 	if set.Len() == 0 {
 		return out, nil
 	}
-	tables, cond, err := chconn.SnapshotsIn("stored", set)
+	tables, cond, err := h.names.SnapshotsIn("stored", set)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (h *History) readSnapshots(ctx context.Context, projects []int64, from, to 
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, schedule
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at <= %s
-ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "scanned"),
+ORDER BY project_id, message_id, snapshot_at, version`, h.names.Table(schema.SnapshotsTable.Name()), h.names.InExt("project_id", "scanned"),
 		chconn.DateTime(from), chconn.DateTime(to))
 	rows, err := h.conn.Query(chconn.WithExternal(ctx, pt), q)
 	if err != nil {
@@ -296,7 +296,7 @@ func (h *History) queryIn(ctx context.Context, want map[msgKey]bool, q string, e
 	if err != nil {
 		return err
 	}
-	cond := chconn.InExt("project_id", "wanted_projects") + " AND " + chconn.InExt("project_id, message_id", "wanted")
+	cond := h.names.InExt("project_id", "wanted_projects") + " AND " + h.names.InExt("project_id, message_id", "wanted")
 	return chconn.QueryEach(chconn.WithExternal(ctx, pt, wanted), h.conn, fmt.Sprintf(q, cond), each)
 }
 

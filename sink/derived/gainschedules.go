@@ -31,7 +31,7 @@ func (h *History) legacySchedules(ctx context.Context, set chconn.SnapshotSet) (
 	if set.Len() == 0 {
 		return out, nil
 	}
-	tables, cond, err := chconn.SnapshotsIn("scheduled", set)
+	tables, cond, err := h.names.SnapshotsIn("scheduled", set)
 	if err != nil {
 		return nil, err
 	}

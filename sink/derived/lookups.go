@@ -69,7 +69,7 @@ func (h *History) nearestSnapshots(ctx context.Context, projects []int64, spans 
 			return nil, err
 		}
 		q := fmt.Sprintf("SELECT project_id, toUInt32(%s(snapshot_at)) FROM %s WHERE %s AND %s GROUP BY project_id",
-			agg, h.names.Table(schema.SnapshotRollup), chconn.InExt("project_id", "nearest"), within(span))
+			agg, h.names.Table(schema.SnapshotRollup), h.names.InExt("project_id", "nearest"), within(span))
 		found, err := chconn.QueryMap[int64, uint32](chconn.WithExternal(ctx, pt), h.conn, q)
 		if err != nil {
 			return nil, err
@@ -109,7 +109,7 @@ FROM
     WHERE %s
     GROUP BY project_id, message_id
 )
-WHERE first < %s`, h.names.Table(schema.FirstRollup), chconn.InExt("project_id", "dormant"), chconn.DateTime(t)))
+WHERE first < %s`, h.names.Table(schema.FirstRollup), h.names.InExt("project_id", "dormant"), chconn.DateTime(t)))
 	if err != nil {
 		return nil, fmt.Errorf("look for projects' earlier snapshots: %w", err)
 	}
@@ -131,7 +131,7 @@ func (h *History) priorRows(ctx context.Context, prev map[int64]uint32) (map[msg
 	for p, at := range prev {
 		set.Add(p, at)
 	}
-	tables, cond, err := chconn.SnapshotsIn("previous", set)
+	tables, cond, err := h.names.SnapshotsIn("previous", set)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (h *History) latestOfMessages(ctx context.Context, projects []int64) (map[m
     FROM %s
     WHERE %s
     GROUP BY project_id, message_id
-)`, schema.RowUInt64("message_row", schema.RowSnapshotAt), h.names.Table(schema.LatestRollup), chconn.InExt("project_id", "latest_of"))
+)`, schema.RowUInt64("message_row", schema.RowSnapshotAt), h.names.Table(schema.LatestRollup), h.names.InExt("project_id", "latest_of"))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
 			k  msgKey

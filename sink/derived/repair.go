@@ -129,7 +129,7 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 			return err
 		}
 	}
-	where := "WHERE " + chconn.InExt("project_id", "rebuilt")
+	where := "WHERE " + h.names.InExt("project_id", "rebuilt")
 	if edge > 0 {
 		where += " AND snapshot_at >= " + chconn.DateTime(edge)
 	}
@@ -138,14 +138,14 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 			return fmt.Errorf("refill %s: %w", r.Rollup, err)
 		}
 	}
-	dayWhere := "WHERE " + chconn.InExt("project_id", "rebuilt")
+	dayWhere := "WHERE " + h.names.InExt("project_id", "rebuilt")
 	if edge > 0 {
 		dayWhere += " AND day >= " + chconn.QuoteDate(edges.RawDay())
 	}
 	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.DayRefresh(h.names, dayWhere)); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.DayRollup, err)
 	}
-	hourWhere := "WHERE " + chconn.InExt("project_id", "rebuilt")
+	hourWhere := "WHERE " + h.names.InExt("project_id", "rebuilt")
 	if edge > 0 {
 		hourWhere += " AND hour >= " + chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(edge+3599)))
 	}
@@ -170,7 +170,7 @@ type keptAtEdge struct {
 func (h *History) keptAtEdge(ctx context.Context, edge uint32) (keptAtEdge, error) {
 	k := keptAtEdge{gains: chconn.SnapshotSet{}}
 	snapshots := h.names.Table(schema.SnapshotsTable.Name())
-	in := chconn.InExt("project_id", "rebuilt")
+	in := h.names.InExt("project_id", "rebuilt")
 	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s ORDER BY project_id, message_id", snapshots, in),
 		func(rows driver.Rows) error {
 			var m msgKey

@@ -72,7 +72,7 @@ func (h *History) addGroupSuccessors(ctx context.Context, targets, later chconn.
 	q := fmt.Sprintf(`SELECT project_id, message_id, arraySort(groupUniqArray(toUInt32(snapshot_at)))
 FROM %s
 WHERE %s AND snapshot_at >= %s AND snapshot_at <= %s
-GROUP BY project_id, message_id`, h.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "later"), chconn.DateTime(g.from), chconn.DateTime(end))
+GROUP BY project_id, message_id`, h.names.Table(schema.SnapshotsTable.Name()), h.names.InExt("project_id", "later"), chconn.DateTime(g.from), chconn.DateTime(end))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
 			k   msgKey

@@ -90,7 +90,7 @@ func (c *Checker) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow
 		return nil, err
 	}
 	counts, err := chconn.QueryMap[int64, uint64](chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id",
-		table, chconn.InExt("project_id", "counted"), chconn.DateTime(g.start)))
+		table, c.names.InExt("project_id", "counted"), chconn.DateTime(g.start)))
 	if err != nil {
 		return nil, fmt.Errorf("count the snapshot rows from %s of %d projects with snapshots written since %s: %w", sink.Time(g.start), len(g.projects), sink.Time(w.from), err)
 	}
@@ -271,7 +271,7 @@ func (c *Checker) bruteStep(ctx context.Context, projects []int64, from uint32, 
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
 FROM %s
 WHERE %s AND snapshot_at >= %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), c.names.InExt("project_id", "verified"), chconn.DateTime(from))
 	// Each message's newest row at each of its snapshots, in order.
 	var (
 		msg     []bruteRow
@@ -323,7 +323,7 @@ func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 	table := c.names.Table(schema.SnapshotsTable.Name())
 	want := map[msgKey]bool{}
 	err := chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s AND snapshot_at >= %s",
-		table, chconn.InExt("project_id", "verified"), chconn.DateTime(from)), func(rows driver.Rows) error {
+		table, c.names.InExt("project_id", "verified"), chconn.DateTime(from)), func(rows driver.Rows) error {
 		var k msgKey
 		if err := rows.Scan(&k.project, &k.message); err != nil {
 			return err
@@ -374,8 +374,8 @@ func (c *Checker) bruteExpiredPriors(ctx context.Context, unfound map[msgKey]boo
 	q := fmt.Sprintf(`SELECT project_id, message_id FROM %s
 WHERE %s AND %s
 GROUP BY project_id, message_id
-HAVING minMerge(first_seen) < %s`, c.names.Table(schema.FirstRollup), chconn.InExt("project_id", "verified"),
-		chconn.InExt("project_id, message_id", "unfound"), chconn.DateTime(from))
+HAVING minMerge(first_seen) < %s`, c.names.Table(schema.FirstRollup), c.names.InExt("project_id", "verified"),
+		c.names.InExt("project_id, message_id", "unfound"), chconn.DateTime(from))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), c.conn, q, func(rows driver.Rows) error {
 		var k msgKey
 		if err := rows.Scan(&k.project, &k.message); err != nil {
@@ -411,8 +411,8 @@ FROM
     FROM %s
     WHERE %s AND snapshot_at >= %s AND snapshot_at < %s AND %s
     GROUP BY project_id, message_id
-)`, c.names.Table(schema.SnapshotsTable.Name()), chconn.InExt("project_id", "verified"), chconn.DateTime(lo), chconn.DateTime(hi),
-		chconn.InExt("project_id, message_id", "prior_of"))
+)`, c.names.Table(schema.SnapshotsTable.Name()), c.names.InExt("project_id", "verified"), chconn.DateTime(lo), chconn.DateTime(hi),
+		c.names.InExt("project_id, message_id", "prior_of"))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
 		if err := rows.Scan(&r.project, &r.msgID, &r.at, &r.version, &r.reads); err != nil {
@@ -440,7 +440,7 @@ func (c *Checker) bruteSchedules(ctx context.Context, from uint32) (map[gainTarg
 		{schema.LegacySchedules, "any(schedule)"},
 	} {
 		q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), %s FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
-			src.schedule, c.names.Table(src.table), chconn.InExt("project_id", "verified"), chconn.DateTime(from))
+			src.schedule, c.names.Table(src.table), c.names.InExt("project_id", "verified"), chconn.DateTime(from))
 		err := chconn.QueryEach(ctx, c.conn, q,
 			func(rows driver.Rows) error {
 				var (

@@ -331,7 +331,7 @@ func (c *Checker) compareProjects(ctx context.Context, judged *comparison, proje
 			continue
 		}
 		got := viewRows{}
-		where := fmt.Sprintf("%s AND project_id BETWEEN %d AND %d AND %s >= %s", chconn.InExt("project_id", "compared"), lo, hi, shape.since.name, shape.since.bound(start))
+		where := fmt.Sprintf("%s AND project_id BETWEEN %d AND %d AND %s >= %s", c.names.InExt("project_id", "compared"), lo, hi, shape.since.name, shape.since.bound(start))
 		if err := c.readViewRows(chconn.WithExternal(ctx, pt), shape, where, got, nil); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
@@ -402,7 +402,7 @@ func (c *Checker) readView(ctx context.Context, shape viewShape, w verifyWindow,
 	if err != nil {
 		return err
 	}
-	where, ext, ok, err := w.earlierRows(shape)
+	where, ext, ok, err := w.earlierRows(c.names, shape)
 	if err != nil || !ok {
 		return err
 	}

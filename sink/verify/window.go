@@ -219,7 +219,7 @@ func (w verifyWindow) holdsEarlier(shape viewShape, key []string, since uint32) 
 // rows before from that the window may hold, and the external tables it
 // reads; ok is false when it holds none. holdsEarlier tells the rows it
 // holds from the others the condition selects.
-func (w verifyWindow) earlierRows(shape viewShape) (where string, ext []*chconn.ExtTable, ok bool, err error) {
+func (w verifyWindow) earlierRows(n chconn.Names, shape viewShape) (where string, ext []*chconn.ExtTable, ok bool, err error) {
 	var lowest uint32
 	switch shape.key[0] {
 	case colProject:
@@ -231,7 +231,7 @@ func (w verifyWindow) earlierRows(shape viewShape) (where string, ext []*chconn.
 			return "", nil, false, err
 		}
 		ext, lowest = []*chconn.ExtTable{pt}, w.earliest()
-		where = chconn.InExt("project_id", "early") + " AND "
+		where = n.InExt("project_id", "early") + " AND "
 	case colSchedule:
 		if len(w.tickDays) == 0 {
 			return "", nil, false, nil
