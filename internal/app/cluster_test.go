@@ -233,7 +233,7 @@ func TestCheckOnCluster(t *testing.T) {
 	}
 	c.SyncReplica(t, 1, "schema_migrations")
 	f.Env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
-	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 14, current") {
+	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 15, current") {
 		t.Errorf("--check after --migrate, through the other host: exit %d:\n%s", code, stdout)
 	}
 }

@@ -21,6 +21,12 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := c.ensureSchema(ctx); err != nil {
 		return err
 	}
+	// What the refresh needs of the rows before these: a refresh that
+	// cannot have it recomputes from the stored history.
+	prepared, err := c.history.Prepare(ctx, b.Snapshots)
+	if err != nil {
+		c.conn.Log().Warn("the rows before a write not read; its refresh reads the stored history", "snapshot_rows", len(b.Snapshots), "err", err)
+	}
 	if err := chconn.Insert(ctx, c.conn, schema.ProjectsTable, b, b.Projects); err != nil {
 		return err
 	}
@@ -36,7 +42,7 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := chconn.Insert(ctx, c.conn, schema.NameSuccessesTable, b, b.NameSuccesses); err != nil {
 		return err
 	}
-	if err := c.history.Refresh(ctx, b.Snapshots); err != nil {
+	if err := c.history.Refresh(ctx, b.Snapshots, b.Schedule, prepared); err != nil {
 		c.conn.Log().Warn("derived rows not refreshed after a write; the next reconcile refreshes them", "snapshot_rows", len(b.Snapshots), "err", err)
 	}
 	return nil

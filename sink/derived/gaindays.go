@@ -38,29 +38,44 @@ var gainKeyWidths = []int{20, 20, 20, 20, 20, 20, 1, 20}
 // refreshGainDays recomputes the day gains rollup and the hour gains
 // rollup (the same sums per UTC hour) for the days and hours of the
 // snapshots of set, from the gains rollup, which it reads once for both:
-// the days' rows hold the hours'.
-func (h *History) refreshGainDays(ctx context.Context, set chconn.SnapshotSet) error {
+// the days' rows hold the hours'. For each project of newest whose newest
+// snapshot's day it sums, it sums that snapshot's hour too, and returns
+// the project's tip there.
+func (h *History) refreshGainDays(ctx context.Context, set chconn.SnapshotSet, newest map[int64]uint32) (map[int64]tip, error) {
 	keys := map[chconn.Period]map[chconn.ProjectDay]bool{}
 	for _, p := range h.gainPeriods {
 		keys[p] = set.Periods(p)
 	}
 	days := keys[chconn.Day]
 	if len(days) == 0 {
-		return nil
+		return nil, nil
+	}
+	hours, tipped := keys[chconn.Hour]
+	for p, at := range newest {
+		if tipped && days[chconn.ProjectDay{Project: p, Day: chconn.Day.Of(at)}] {
+			hours[chconn.ProjectDay{Project: p, Day: chconn.Hour.Of(at)}] = true
+		}
 	}
 	sums, err := h.sumGainDays(ctx, days, keys)
 	if err != nil {
-		return h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
+		return nil, h.conn.Redact(fmt.Errorf("refresh %d project days of %s: %w", len(days), schema.DayGainsRollup, err))
 	}
 	for _, p := range h.gainPeriods {
 		if len(sums[p]) == 0 {
 			continue
 		}
 		if err := h.writeGainDays(ctx, p, sums[p]); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	tips := map[int64]tip{}
+	for p, at := range newest {
+		day, hour := sums[chconn.Day][chconn.ProjectDay{Project: p, Day: chconn.Day.Of(at)}], sums[chconn.Hour][chconn.ProjectDay{Project: p, Day: chconn.Hour.Of(at)}]
+		if day != nil && hour != nil {
+			tips[p] = tip{at: at, day: *day, hour: *hour}
+		}
+	}
+	return tips, nil
 }
 
 // daySum is one project day's gains, summed over its snapshots, with the
@@ -119,10 +134,7 @@ GROUP BY project_id, snapshot_at`, h.names.Table(schema.GainsRollup), h.names.In
 			}
 			s := sums[p][pd]
 			if s == nil {
-				s = &daySum{}
-				for range gainKeyWidths {
-					s.key = append(s.key, new(big.Int))
-				}
+				s = newDaySum()
 				sums[p][pd] = s
 			}
 			s.snapshots++

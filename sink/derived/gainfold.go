@@ -31,6 +31,13 @@ func FoldGains(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(
 	if n[0] == 0 {
 		h.gainPeriods = []chconn.Period{chconn.Day}
 	}
+	// Migration 15 comes later still: before it, no tips and no record
+	// of refreshes.
+	n, err = chconn.QueryColumn[uint64](ctx, c, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", c.Names().Database(), schema.Refreshes)
+	if err != nil {
+		return h.conn.Redact(fmt.Errorf("fold reads gained: look for %s: %w", schema.Refreshes, err))
+	}
+	h.untipped = n[0] == 0
 	return h.foldHistory(ctx, log, held)
 }
 
@@ -125,7 +132,16 @@ func (h *History) foldSteps(ctx context.Context, only []int64) ([][]int64, error
 // foldStep computes the gains of every snapshot of projects from their
 // whole history but those of given, and returns how many snapshots it
 // computed.
-func (h *History) foldStep(ctx context.Context, projects []int64, given chconn.SnapshotSet) (int, error) {
+func (h *History) foldStep(ctx context.Context, projects []int64, given chconn.SnapshotSet) (n int, err error) {
+	err = h.recomputing(ctx, newRefreshID(), projects, func() error {
+		n, err = h.foldProjects(ctx, projects, given)
+		return err
+	})
+	return n, err
+}
+
+// foldProjects is foldStep, unrecorded.
+func (h *History) foldProjects(ctx context.Context, projects []int64, given chconn.SnapshotSet) (int, error) {
 	scan := newGainScan(nil, true)
 	err := h.readSnapshots(ctx, projects, 0, math.MaxUint32, func(r scannedRow) { scan.take(r) })
 	scan.finish()
@@ -138,10 +154,12 @@ func (h *History) foldStep(ctx context.Context, projects []int64, given chconn.S
 	}
 	out = slices.DeleteFunc(out, func(r schema.GainRow) bool { return given.Has(r.ProjectID, uint32(r.SnapshotAt.Unix())) })
 	periods := chconn.SnapshotSet{}
+	newest := map[int64]uint32{}
 	for t := range scan.sums {
 		periods.Add(t.project, t.at)
+		newest[t.project] = max(newest[t.project], t.at)
 	}
-	if _, err := h.storeGains(ctx, out, periods); err != nil {
+	if _, err := h.storeGains(ctx, out, periods, newest); err != nil {
 		return 0, err
 	}
 	return len(out), nil

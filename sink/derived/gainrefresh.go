@@ -29,18 +29,49 @@ func writtenSnapshots(snaps []sink.Snapshot) chconn.SnapshotSet {
 }
 
 // Refresh recomputes the derived rows of the project snapshots the rows
-// written, just written, are at: the days they fall on in the day rollup,
-// the gains at each of them and at the later snapshots whose previous rows
-// they are, and the days of those in the day gains rollup.
-func (h *History) Refresh(ctx context.Context, written []sink.Snapshot) error {
-	_, err := h.refreshSets(ctx, writtenSnapshots(written), nil)
-	return err
+// written, just written, are at: the days and hours they fall on in the
+// day and hour rollups, the gains at each of them and at the later
+// snapshots whose previous rows they are, and the days and hours of those
+// in the gains rollups. prepared is what Prepare read before the write
+// (nil for nothing): the writes it allows are refreshed at the tip
+// (tips.go), the others from the stored history. schedule is the
+// schedule of the pass that wrote them, empty for a backfill. Once done,
+// it records the refresh (refreshes), so that the reconcile leaves the
+// changes it made alone.
+func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule string, prepared *Prepared) error {
+	if len(written) == 0 {
+		return nil
+	}
+	atTip := prepared.atTip(written)
+	var rest []sink.Snapshot
+	for _, s := range written {
+		if atTip[s.ProjectID] == nil {
+			rest = append(rest, s)
+		}
+	}
+	id := newRefreshID()
+	if len(rest) > 0 {
+		stored := writtenSnapshots(rest)
+		err := h.recomputing(ctx, id, stored.Projects(), func() error {
+			_, err := h.refreshSets(ctx, stored, nil)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := h.refreshAtTip(ctx, prepared, atTip, schedule); err != nil {
+		return err
+	}
+	return h.recordDone(ctx, id, prepared, writtenSnapshots(written))
 }
 
-// refreshSets is Refresh, with also the gains at the snapshots of also,
-// whose rows did not change but whose missed ticks may have. A gains row
-// whose key the rollup holds already is not written again, so a refresh of
-// what is current writes only the day states, which their rollups merge.
+// refreshSets recomputes, from the stored history, the derived rows of the
+// project snapshots written (see Refresh), and the gains at the snapshots
+// of also, whose rows did not change but whose missed ticks may have. A
+// gains row whose key the rollup holds already is not written again, so
+// a refresh of what is current writes only the period states, which their
+// rollups merge.
 func (h *History) refreshSets(ctx context.Context, written, also chconn.SnapshotSet) (refreshResult, error) {
 	var res refreshResult
 	targets := chconn.SnapshotSet{}
@@ -52,7 +83,8 @@ func (h *History) refreshSets(ctx context.Context, written, also chconn.Snapshot
 	if err := h.refreshDays(ctx, written); err != nil {
 		return res, err
 	}
-	if err := h.addSuccessors(ctx, targets, written); err != nil {
+	newest, err := h.addSuccessors(ctx, targets, written)
+	if err != nil {
 		return res, h.conn.Redact(fmt.Errorf("refresh reads gained: %w", err))
 	}
 	res.targets = targets.Len()
@@ -60,14 +92,16 @@ func (h *History) refreshSets(ctx context.Context, written, also chconn.Snapshot
 	if err != nil {
 		return res, h.conn.Redact(fmt.Errorf("refresh reads gained at %d project snapshots: %w", targets.Len(), err))
 	}
-	res.rewritten, err = h.storeGains(ctx, rows, targets)
+	res.rewritten, err = h.storeGains(ctx, rows, targets, newest)
 	return res, err
 }
 
 // storeGains inserts the gain rows whose key the rollup does not hold as
 // its highest for their snapshot, then refreshes the days and hours of
-// the snapshots of periods; it returns how many rows it inserted.
-func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, periods chconn.SnapshotSet) (int, error) {
+// the snapshots of periods, and the tips of the projects of newest (their
+// newest snapshots) where those fall on them; it returns how many rows it
+// inserted.
+func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, periods chconn.SnapshotSet, newest map[int64]uint32) (int, error) {
 	set := chconn.SnapshotSet{}
 	for _, r := range rows {
 		set.Add(r.ProjectID, uint32(r.SnapshotAt.Unix()))
@@ -85,7 +119,11 @@ func (h *History) storeGains(ctx context.Context, rows []schema.GainRow, periods
 	if err := chconn.Insert(ctx, h.conn, schema.GainsTable, nil, fresh); err != nil {
 		return 0, err
 	}
-	return len(fresh), h.refreshGainDays(ctx, periods)
+	tips, err := h.refreshGainDays(ctx, periods, newest)
+	if err != nil {
+		return 0, err
+	}
+	return len(fresh), h.writeTips(ctx, tips)
 }
 
 // storedGainKeys returns the highest key the gains rollup holds for each
@@ -339,31 +377,21 @@ func (h *History) gainRows(ctx context.Context, sums map[gainTarget]*gainSum, wr
 	}
 	out := make([]schema.GainRow, 0, len(sums))
 	for _, t := range slices.SortedFunc(maps.Keys(sums), gainTarget.compare) {
-		g := sums[t]
-		sched := schedules[t]
-		var missed uint64
-		if g.prevAt > 0 && sched != "" {
-			ts := ticks[sched]
-			lo, _ := slices.BinarySearch(ts, g.prevAt+1)
-			hi, _ := slices.BinarySearch(ts, t.at)
-			missed = uint64(hi - lo)
-		}
-		out = append(out, schema.GainRow{
-			ProjectID: t.project, SnapshotAt: sink.Time(t.at).Time(), Key: g.key(sched != "", missed), PrevAt: sink.Time(g.prevAt).Time(),
-			Messages: g.messages, NewMessages: g.newMessages, Reads: int64(g.reads), MissedTicks: missed, Schedule: sched,
-			SnapMessages: g.topMessages, SnapReads: g.topReads, SnapTotal: g.topTotal,
-		})
+		out = append(out, gainRowOf(t, sums[t], schedules[t], ticks))
 	}
 	return out, nil
 }
 
 // tickRecordSkew bounds how much earlier than its tick a run record may
 // say it started: a record is written at or after its tick (a pass when
-// it starts, a skipped or missed tick when it is found), by clocks that
-// may differ by seconds. sync_runs is sorted by the start, so reading the
+// it starts, a skipped or missed tick when it is found), and both times
+// come from the clock of the process that writes it; an hour leaves room
+// for any imprecision. sync_runs is sorted by the start, so reading the
 // records started from an interval's start, less this, reads the ticks
-// of the interval and what was recorded since, not the whole table.
-const tickRecordSkew = 86400
+// of the interval and what was recorded since, not the whole table: an
+// hour of records more, where a day of them was most of what a steady
+// pass's refresh read.
+const tickRecordSkew = 3600
 
 // ticksOf returns, per schedule, the sorted times of its cron ticks that
 // sync_runs records within the intervals of sums.

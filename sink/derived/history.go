@@ -31,6 +31,9 @@ type History struct {
 	// gainPeriods are the periods whose gains rollups a refresh of gains
 	// keeps: days and hours, days alone before migration 12.
 	gainPeriods []chconn.Period
+	// untipped is set for a fold before migration 15, which creates the
+	// tip rollup and the record of refreshes: it writes neither.
+	untipped bool
 }
 
 // Option changes how a History works.

@@ -171,6 +171,9 @@ type StepReport struct {
 	// Rewritten counts the gains rows written because the stored ones
 	// were not current: 0 when every refresh after a write had landed.
 	Rewritten int
+	// LeftToWriters counts the changed project snapshots the step left
+	// alone, their writers having refreshed them (refreshes.go).
+	LeftToWriters int
 	// CaughtUp says that no change older than the horizon waits.
 	CaughtUp bool
 	// Reached is the change time before which every change has been
@@ -178,7 +181,7 @@ type StepReport struct {
 	// another daemon (HeldBy) reports the horizon too, without reading.
 	Reached time.Time
 	// Pending counts the change log rows after To, older than the
-	// horizon or not.
+	// horizon or not, up to PendingCap per log.
 	Pending uint64
 	// HeldBy names the daemon process whose step, within Lease, made this
 	// one leave the work to it; empty when the step ran.
@@ -197,10 +200,11 @@ type ReconcileReport struct {
 	From, To time.Time
 	// Steps counts the steps.
 	Steps int
-	// ChangedSnapshots, ChangedTicks, Refreshed, Rewritten, ReadRows and
-	// ReadBytes add up the steps' (see StepReport).
-	ChangedSnapshots, ChangedTicks, Refreshed, Rewritten int
-	ReadRows, ReadBytes                                  uint64
+	// ChangedSnapshots, ChangedTicks, Refreshed, Rewritten,
+	// LeftToWriters, ReadRows and ReadBytes add up the steps' (see
+	// StepReport).
+	ChangedSnapshots, ChangedTicks, Refreshed, Rewritten, LeftToWriters int
+	ReadRows, ReadBytes                                                 uint64
 }
 
 func (r *ReconcileReport) add(s StepReport) {
@@ -209,6 +213,7 @@ func (r *ReconcileReport) add(s StepReport) {
 	r.ChangedTicks += s.ChangedTicks
 	r.Refreshed += s.Refreshed
 	r.Rewritten += s.Rewritten
+	r.LeftToWriters += s.LeftToWriters
 	r.ReadRows += s.ReadRows
 	r.ReadBytes += s.ReadBytes
 }
@@ -307,20 +312,51 @@ func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (S
 }
 
 // step reads at most limit changes of each log after pos and before
-// horizon, and refreshes what they touched.
+// horizon, and refreshes what they touched but what their writers
+// refreshed (refreshes.go).
 func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit int) (StepReport, error) {
 	rep := StepReport{From: pos, To: pos, Horizon: sink.Time(horizon).Time()}
-	changed, err := h.readSnapshotChanges(ctx, &rep, horizon, limit)
+	changes, err := h.readSnapshotChanges(ctx, &rep, horizon, limit)
 	if err != nil {
 		return rep, err
 	}
+	snapsDone := len(changes) < limit
+	left, judged, err := h.leftToWriters(ctx, changes, horizon)
+	if err != nil {
+		return rep, err
+	}
+	rep.Reached = rep.Horizon
+	if judged < len(changes) {
+		// A writer's refresh done too recently to judge: the step stops
+		// before its change, and a step once it has settled reads it.
+		rep.Reached = sink.Time(changes[judged].ChangedAt).Time()
+		rep.To.Snapshots = pos.Snapshots
+		if judged > 0 {
+			rep.To.Snapshots = changes[judged-1]
+		}
+		changes, snapsDone = changes[:judged], true
+	}
+	rep.ChangedSnapshots = len(changes)
+	changed, refreshed := chconn.SnapshotSet{}, chconn.SnapshotSet{}
+	for _, c := range changes {
+		if left[c] {
+			refreshed.Add(c.Project, c.SnapshotAt)
+		} else {
+			changed.Add(c.Project, c.SnapshotAt)
+		}
+	}
+	for p, ats := range changed {
+		for at := range ats {
+			delete(refreshed[p], at)
+		}
+	}
+	rep.LeftToWriters = refreshed.Len()
 	ticks, err := h.readTickChanges(ctx, &rep, horizon, limit)
 	if err != nil {
 		return rep, err
 	}
-	snapsDone, ticksDone := rep.ChangedSnapshots < limit, rep.ChangedTicks < limit
+	ticksDone := rep.ChangedTicks < limit
 	rep.CaughtUp = snapsDone && ticksDone
-	rep.Reached = rep.Horizon
 	if !snapsDone {
 		rep.Reached = sink.Time(rep.To.Snapshots.ChangedAt).Time()
 	}
@@ -331,8 +367,14 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 	if err != nil {
 		return rep, fmt.Errorf("reconcile: %w", err)
 	}
-	res, err := h.refreshSets(ctx, changed, across)
-	rep.Refreshed, rep.Rewritten = res.targets, res.rewritten
+	recomputed := chconn.SnapshotSet{}
+	recomputed.AddAll(changed)
+	recomputed.AddAll(across)
+	err = h.recomputing(ctx, newRefreshID(), recomputed.Projects(), func() error {
+		res, err := h.refreshSets(ctx, changed, across)
+		rep.Refreshed, rep.Rewritten = res.targets, res.rewritten
+		return err
+	})
 	if err != nil {
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)
 	}
@@ -340,32 +382,32 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 }
 
 // readSnapshotChanges reads at most limit project snapshot changes after
-// rep.To.Snapshots and before horizon, moving rep.To.Snapshots to the last.
-func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) (chconn.SnapshotSet, error) {
-	changed := chconn.SnapshotSet{}
+// rep.To.Snapshots and before horizon, in order, moving rep.To.Snapshots
+// to the last.
+func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) ([]SnapshotChange, error) {
+	var changes []SnapshotChange
 	for _, r := range rep.To.Snapshots.ranges(horizon) {
-		if rep.ChangedSnapshots >= limit {
+		if len(changes) >= limit {
 			break
 		}
 		q := fmt.Sprintf(`SELECT DISTINCT toUInt32(changed_at) AS c, project_id, toUInt32(snapshot_at) AS s FROM %s
 WHERE %s AND changed_at < %s
 ORDER BY c, project_id, s
-LIMIT %d`, h.names.Table(schema.SnapshotChanges), r, chconn.DateTime(horizon), limit-rep.ChangedSnapshots)
+LIMIT %d`, h.names.Table(schema.SnapshotChanges), r, chconn.DateTime(horizon), limit-len(changes))
 		err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
 			var k SnapshotChange
 			if err := rows.Scan(&k.ChangedAt, &k.Project, &k.SnapshotAt); err != nil {
 				return err
 			}
 			rep.To.Snapshots = k
-			changed.Add(k.Project, k.SnapshotAt)
-			rep.ChangedSnapshots++
+			changes = append(changes, k)
 			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("reconcile: read %s: %w", schema.SnapshotChanges, err)
 		}
 	}
-	return changed, nil
+	return changes, nil
 }
 
 // readTickChanges reads at most limit tick changes after rep.To.Ticks and
@@ -558,11 +600,21 @@ func (h *History) lastDaemonStep(ctx context.Context) (owner string, at uint32, 
 	return owner, at, nil
 }
 
-// pending counts the change log rows after pos.
+// PendingCap is how many change log rows after a position the reconcile
+// counts at most, per log: the count costs a few steps' reads of the log
+// however long the backlog, which readsync_reconcile_reached_timestamp_seconds
+// measures in time. A count at the cap means at least that many wait.
+const PendingCap = 4 * DefaultStepChanges
+
+// pending counts the change log rows after pos, up to PendingCap per log.
+// The server stops reading at the limit: blocks of a fine granule keep
+// what it reads past it to a granule.
 func (h *History) pending(ctx context.Context, pos Position) (uint64, error) {
 	var n uint64
-	q := fmt.Sprintf("SELECT (SELECT count() FROM %s WHERE %s) + (SELECT count() FROM %s WHERE %s)",
-		h.names.Table(schema.SnapshotChanges), pos.Snapshots.after(), h.names.Table(schema.TickChanges), pos.Ticks.after())
+	q := fmt.Sprintf(`SELECT (SELECT count() FROM (SELECT 1 FROM %s WHERE %s LIMIT %d)) + (SELECT count() FROM (SELECT 1 FROM %s WHERE %s LIMIT %d))
+SETTINGS max_block_size = %d`,
+		h.names.Table(schema.SnapshotChanges), pos.Snapshots.after(), PendingCap, h.names.Table(schema.TickChanges), pos.Ticks.after(), PendingCap,
+		schema.FineGranularity)
 	if err := h.conn.QueryRow(ctx, q).Scan(&n); err != nil {
 		return 0, fmt.Errorf("reconcile: count the changes that wait: %w", err)
 	}

@@ -20,11 +20,12 @@ import (
 // addSuccessors adds to targets, for each snapshot (p, s) of written that
 // has a later snapshot, each of s's messages' next snapshot: s is now its
 // previous one. Writes in order, the daemon's, have none: the latest-value
-// rollup, a row per message, says so.
-func (h *History) addSuccessors(ctx context.Context, targets, written chconn.SnapshotSet) error {
+// rollup, a row per message, says so. It returns the newest snapshot of
+// each project of written, from the same rollup.
+func (h *History) addSuccessors(ctx context.Context, targets, written chconn.SnapshotSet) (map[int64]uint32, error) {
 	latest, err := h.latestOfMessages(ctx, written.Projects())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	newest := map[int64]uint32{}
 	for k, at := range latest {
@@ -38,15 +39,12 @@ func (h *History) addSuccessors(ctx context.Context, targets, written chconn.Sna
 			}
 		}
 	}
-	if later.Len() == 0 {
-		return nil
-	}
 	for _, g := range groupByDays(later) {
 		if err := h.addGroupSuccessors(ctx, targets, later, latest, g); err != nil {
-			return fmt.Errorf("next snapshots of %d written snapshots: %w", later.Len(), err)
+			return nil, fmt.Errorf("next snapshots of %d written snapshots: %w", later.Len(), err)
 		}
 	}
-	return nil
+	return newest, nil
 }
 
 // addGroupSuccessors adds the next snapshots of the later snapshots of

@@ -22,7 +22,7 @@ const (
 // the reconcile reads the latest changes by the primary key, and a month's
 // partition can be dropped once no reconcile needs it.
 func changeLayout(orderBy, shardBy string) layout {
-	return layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(changed_at)", orderBy: orderBy, shardBy: shardBy, granularity: fineGranularity}
+	return layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(changed_at)", orderBy: orderBy, shardBy: shardBy, granularity: FineGranularity}
 }
 
 // snapshotChangesTable holds one row per INSERT block and project

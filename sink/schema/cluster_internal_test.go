@@ -60,6 +60,8 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"snapshot_schedules_local": "ReplicatedReplacingMergeTree", "snapshot_schedules": "Distributed",
 				"reconciles_local": "ReplicatedMergeTree", "reconciles": "Distributed",
 				"snapshot_resorts_local": "ReplicatedMergeTree", "snapshot_resorts": "Distributed",
+				"project_read_tip_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_tip_rollup": "Distributed",
+				"refreshes_local": "ReplicatedMergeTree", "refreshes": "Distributed",
 				"name_failures_local": "ReplicatedReplacingMergeTree", "name_failures": "Distributed",
 				"name_successes_local": "ReplicatedReplacingMergeTree", "name_successes": "Distributed", "name_health": "View",
 				"expiries_local": "ReplicatedMergeTree", "expiries": "Distributed",

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/readsync/readsync/sink/chconn"
@@ -64,6 +65,16 @@ const (
 // form.
 func HourRow(key, messages, reads, total string) string {
 	return fmt.Sprintf("concat(%s, %s, %s, %s)", key, bigEndian(messages), bigEndian(reads), bigEndian(total))
+}
+
+// HourRowOf is the HourRow of the key and values, as the server writes
+// it: for a refresh computed in Go.
+func HourRowOf(key string, messages, reads, total uint64) string {
+	b := []byte(key)
+	for _, v := range []uint64{messages, reads, total} {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return string(b)
 }
 
 // hourGainsTable is the hour gains rollup: the gains of a project's

@@ -146,5 +146,10 @@ func migrations() []migration {
 		// Each name's failures by the hour, which name_health reads
 		// instead of a day of failures (namehealth_hours.go).
 		{id: 14, name: "name failures by the hour", run: migrateNameFailureHours, creates: nameFailureHoursDDL},
+		// Refreshes that cost what they write: each project's tip, the
+		// state its next snapshot's refresh builds on, and the record of
+		// refreshes by which the reconcile leaves alone what a writer
+		// refreshed (tips.go).
+		{id: 15, name: "project tips and the record of refreshes", sql: tipsDDL},
 	}
 }

@@ -43,7 +43,7 @@ func rollupLayout(e engine, partitionBy, orderBy string) layout {
 	return layout{engine: e, partitionBy: partitionBy, orderBy: orderBy, shardBy: "project_id"}
 }
 
-// fineGranularity is the index_granularity of the tables with a row per
+// FineGranularity is the index_granularity of the tables with a row per
 // project snapshot or per tick: the rollups of project snapshots, the
 // change logs and sync_runs. A refresh or a reconcile step reads a few of
 // their rows around what changed (a project's previous snapshot, a day's
@@ -54,13 +54,13 @@ func rollupLayout(e engine, partitionBy, orderBy string) layout {
 // for rows this few stays small: about 20 MB of memory a billion rows.
 // The snapshot table keeps the default: a project snapshot's rows there
 // are as many as its messages.
-const fineGranularity = 1024
+const FineGranularity = 1024
 
 // snapshotRollupLayout stores a rollup with a row per project snapshot:
-// like rollupLayout, by month, in granules of fineGranularity.
+// like rollupLayout, by month, in granules of FineGranularity.
 func snapshotRollupLayout(e engine, orderBy string) layout {
 	l := rollupLayout(e, "toYYYYMM(snapshot_at)", orderBy)
-	l.granularity = fineGranularity
+	l.granularity = FineGranularity
 	return l
 }
 

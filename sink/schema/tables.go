@@ -211,7 +211,7 @@ var (
 			partitionBy: "toYYYYMM(started_at)",
 			orderBy:     "(started_at, run_id)",
 			shardBy:     "run_id",
-			granularity: fineGranularity,
+			granularity: FineGranularity,
 		},
 	}
 )

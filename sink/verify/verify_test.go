@@ -120,10 +120,13 @@ func TestVerifySinceFollowsTheChangeLogs(t *testing.T) {
 	}
 
 	// Project 2 fetched at 08:00 and written now, as by a backfill with
-	// --snapshot-at; the gains at 12:00, which now count from it, lost.
+	// --snapshot-at; the gains at 12:00, which now count from it, lost,
+	// and with them the record of the write's refresh: as when the
+	// process died before its refresh was done.
 	b := h.Fetch(2, at(8), h.NextVersion())
 	h.Write(&b)
 	db.DeleteRows(t, "project_read_gain_rollup", fmt.Sprintf("project_id = 2 AND snapshot_at = toDateTime(%d)", at(12).Unix()))
+	db.DeleteRows(t, "refreshes", "project_id = 2")
 	rep, err := ch.Verify(ctx, since)
 	if err != nil {
 		t.Fatal(err)
