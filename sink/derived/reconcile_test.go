@@ -3,12 +3,14 @@ package derived_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
@@ -220,4 +222,41 @@ SELECT now() - 300, now() - 3600, now() - 300, 0, 0, 0, 0, 0`, db.Table("reconci
 		t.Errorf("the first step read %d changes, want the %d written since and the one within the overlap", rep.ChangedSnapshots, n)
 	}
 	historytest.AssertVerified(t, ch, time.Time{})
+}
+
+// What waits is counted up to derived.PendingCap a change log, however
+// long the backlog: the count reads about as many rows, not the backlog.
+func TestReconcileCountsWhatWaitsUpToACap(t *testing.T) {
+	db := sinktest.New(t)
+	costs := sinktest.NewCosts()
+	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second), clickhouse.WithIntercept(costs.Wrap))
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A backlog of twice the cap, a project snapshot a row, inserted by
+	// hand: changed, never refreshed.
+	const backlog = 2 * derived.PendingCap
+	q := fmt.Sprintf(`INSERT INTO %s (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version)
+SELECT 1 + number %% 100, 1, toDateTime(1767225600 + 60 * intDiv(number, 100)), 1, 1, 1, now(), 1 FROM numbers(%d)`,
+		db.Table("message_read_snapshots"), backlog)
+	if err := db.Conn.Exec(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	sinktest.AwaitSettled(t, db.Conn, time.Second)
+	costs.Take()
+	rep, err := ch.ReconcileStep(ctx, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.CaughtUp || rep.Pending != derived.PendingCap {
+		t.Errorf("after a step of 10 changes of %d: %d counted as waiting, caught up %v; want %d, not caught up", backlog, rep.Pending, rep.CaughtUp, derived.PendingCap)
+	}
+	stmts := costs.Take()
+	costs.Read(t, db.Conn, stmts)
+	for _, s := range stmts {
+		if strings.Contains(s.Text, "count() FROM (SELECT 1") && s.Rows > derived.PendingCap+4*schema.FineGranularity {
+			t.Errorf("counting what waits read %d rows of a backlog of %d, over the cap of %d and four granules", s.Rows, backlog, derived.PendingCap)
+		}
+	}
 }
