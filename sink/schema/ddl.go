@@ -13,6 +13,18 @@ import (
 // and none needs a server to render.
 type ddl struct{ chconn.Names }
 
+// in is the IN of a view's subquery over readsync's tables: a plain IN
+// on one server, by which 18.16 narrows a read to the granules of the keys
+// the subquery returns (it narrows nothing by a GLOBAL IN); in cluster
+// mode a GLOBAL IN, which runs the subquery once, over the Distributed
+// tables, rather than once per shard.
+func (d ddl) in() string {
+	if d.Clustered() {
+		return "GLOBAL IN"
+	}
+	return "IN"
+}
+
 // createDatabase creates the database on every host.
 func (d ddl) createDatabase() string {
 	return "CREATE DATABASE IF NOT EXISTS " + d.QuotedDatabase() + d.OnCluster()

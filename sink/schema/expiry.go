@@ -10,7 +10,7 @@ import (
 // time (package expiry drops them). Every such table is partitioned by the
 // month of its time column, so what is kept beyond a retention is at most
 // a month. The tables of current state (projects, messages, the latest,
-// first-seen and tip rollups) never expire.
+// first-seen and tip rollups, name_successes) never expire.
 
 // Resolution is how finely a table's rows describe the history; each
 // has its own retention.
@@ -21,9 +21,9 @@ const (
 	// Raw is a row per snapshot: the snapshot rows, the per-snapshot
 	// rollups, the change logs, and the records the gains' missed ticks
 	// and the names' health read (sync_runs, reconciles, name_failures,
-	// name_successes, and name_failure_hour_rollup, of which name_health
-	// reads a day), which must stay at least as long, and the record of
-	// refreshes the reconcile reads with the change logs.
+	// and name_failure_hour_rollup, of which name_health reads a day),
+	// which must stay at least as long, and the record of refreshes the
+	// reconcile reads with the change logs.
 	Raw Resolution = "raw"
 	// Hourly is a row per message or project and UTC hour.
 	Hourly Resolution = "hourly"
@@ -81,7 +81,6 @@ func expiringDefs() []struct {
 		{reconcilesTable, Raw},
 		{legacySchedulesTable, Raw},
 		{NameFailuresTable.def(), Raw},
-		{NameSuccessesTable.def(), Raw},
 		{nameFailureHoursTable.tableDef, Raw},
 		{refreshesTable, Raw},
 		{hourlyRollupTable.tableDef, Hourly},

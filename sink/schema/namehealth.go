@@ -100,7 +100,12 @@ var (
 	}
 
 	// NameSuccessesTable is name_successes: a row per name a pass read,
-	// merged down to each name's latest.
+	// merged down to each name's latest. It is a table of current state,
+	// not partitioned by month: what name_health reads of it, the latest
+	// success of each failing name, is then a row per name whatever the
+	// months stored (partitioned, it was a row per name and month, all of
+	// them read); it holds a row per schedule and name ever read, and
+	// never expires.
 	NameSuccessesTable = &table[sink.NameSuccess]{
 		name: "name_successes",
 		columns: []column[sink.NameSuccess]{
@@ -109,10 +114,9 @@ var (
 		},
 		batchColumns: []batchColumn{{"schedule", "String", func(b *sink.Batch) any { return b.Schedule }}},
 		layout: layout{
-			engine:      engine{"ReplacingMergeTree", "snapshot_at"},
-			partitionBy: "toYYYYMM(snapshot_at)",
-			orderBy:     "(schedule, nft)",
-			shardBy:     "nft",
+			engine:  engine{"ReplacingMergeTree", "snapshot_at"},
+			orderBy: "(schedule, nft)",
+			shardBy: "nft",
 		},
 	}
 )

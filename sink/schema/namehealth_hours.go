@@ -135,9 +135,9 @@ GROUP BY schedule, nft, hour, at_second
 UNION ALL
 SELECT schedule, nft, hour, at_second, groupBitOrMerge(minute_bits) AS bits, '' AS hour_last
 FROM %[1]s
-WHERE (schedule, hour) GLOBAL IN (%[3]s)
-GROUP BY schedule, nft, hour, at_second`, rollup, nameHealthHoursFrom, streakHours(d))
-	successes := successesWhere(d, fmt.Sprintf("nft GLOBAL IN (SELECT nft FROM %s WHERE hour >= %s)", rollup, nameHealthHoursFrom))
+WHERE (schedule, hour) %[4]s (%[3]s)
+GROUP BY schedule, nft, hour, at_second`, rollup, nameHealthHoursFrom, streakHours(d), d.in())
+	successes := successesWhere(d, fmt.Sprintf("nft %s (SELECT nft FROM %s WHERE hour >= %s)", d.in(), rollup, nameHealthHoursFrom))
 	// A failure counts in failures_24h when after the second before the
 	// window's start, and in the passes in a row when after the last
 	// success, in any hour read.
