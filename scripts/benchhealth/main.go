@@ -8,12 +8,15 @@
 // Usage (make bench-health runs it):
 //
 //	go run ./scripts/benchhealth -dsn clickhouse://default:@127.0.0.1:19000/default
-//	    [-names 100000 -failing 0.01 -passes 1440 -unmerged 10 -runs 5]
+//	    [-names 100000 -failing 0.01 -passes 1440 -unmerged 10 -success-days 0 -runs 5]
 //
 // The passes are a minute apart and end now: the failing names' rows are
 // those of every pass, a day of them at 1 440, which is what the view
 // reads; the names read are written for the last -unmerged passes, the
 // rows name_successes holds before its merges keep each name's latest.
+// With -success-days, the names read are written once a day for that
+// many days before too, as a history of successes stored. Each query's
+// time and the rows the server read for it (its progress) are reported.
 // It measures and asserts nothing: the exit code is 0 when every query ran.
 package main
 
@@ -28,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/scripts/internal/benchdb"
@@ -37,6 +41,7 @@ type options struct {
 	dsn, database           string
 	names, passes, unmerged int
 	dailyPasses             int
+	successDays             int
 	failing                 float64
 	runs                    int
 }
@@ -59,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.passes, "passes", 1440, "passes, a minute apart, ending now")
 	fs.IntVar(&o.unmerged, "unmerged", 10, "last passes whose names read are written")
 	fs.IntVar(&o.dailyPasses, "daily-passes", 64, "passes of a second, daily schedule, ending now, at which the same share of its names fails (0: none)")
+	fs.IntVar(&o.successDays, "success-days", 0, "days before the passes for each of which the names read are written once more: successes stored")
 	fs.IntVar(&o.runs, "runs", 5, "runs of each query; the median is reported")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -103,6 +109,15 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("write the names read at pass %d: %w", p, err)
 		}
 	}
+	if o.successDays > 0 {
+		q := fmt.Sprintf("INSERT INTO `%s`.name_successes (nft, snapshot_at, schedule) "+
+			"SELECT concat('name-', toString(number %% %d), '.eth'), toDateTime(%d - 86400 * (1 + intDiv(number, %d))), 'every-minute' "+
+			"FROM numbers(%d) WHERE (number %% %d) %% %d != 0",
+			o.database, o.names, now.Unix()-int64(o.passes)*60, o.names, o.names*o.successDays, o.names, every)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("write %d days of names read: %w", o.successDays, err)
+		}
+	}
 	// Each pass's record in sync_runs, from three pods, which name_health
 	// reads the schedules' intervals from; and a daily schedule whose
 	// failing names count over its last 64 passes, beyond the day.
@@ -128,9 +143,9 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("write the run of daily pass %d: %w", p, err)
 		}
 	}
-	fmt.Fprintf(stdout, "ClickHouse %s: %d names, %d failing at each of %d passes a minute apart (%d failure rows), names read written at the last %d; "+
-		"a daily schedule with %d failing at each of %d passes; written in %s\n\n",
-		version, o.names, o.names/every, o.passes, o.passes*(o.names/every), o.unmerged, o.names/every, o.dailyPasses, time.Since(start).Round(time.Second))
+	fmt.Fprintf(stdout, "ClickHouse %s: %d names, %d failing at each of %d passes a minute apart (%d failure rows), names read written at the last %d "+
+		"and once a day for %d days before; a daily schedule with %d failing at each of %d passes; written in %s\n\n",
+		version, o.names, o.names/every, o.passes, o.passes*(o.names/every), o.unmerged, o.successDays, o.names/every, o.dailyPasses, time.Since(start).Round(time.Second))
 	// A daemon writes a pass a minute, and the server merges its parts as
 	// they come: the queries are timed once the merges of the writes above
 	// are done, not while they compete for the same cores.
@@ -145,14 +160,14 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		{"the daemon's counts (readsync_names_*)", "SELECT schedule, count(), countIf(failing_passes >= 3), max(failing_passes) FROM `" + o.database + "`.name_health WHERE failing_passes > 0 GROUP BY schedule" + pushDown},
 		{"one name", "SELECT * FROM `" + o.database + "`.name_health WHERE nft = 'name-100.eth'" + pushDown},
 	}
-	fmt.Fprintln(stdout, "| query | median | rows |")
-	fmt.Fprintln(stdout, "|---|---|---|")
+	fmt.Fprintln(stdout, "| query | median | rows | rows read |")
+	fmt.Fprintln(stdout, "|---|---|---|---|")
 	for _, q := range queries {
-		d, n, err := timed(ctx, conn, q.sql, o.runs)
+		d, n, read, err := timed(ctx, conn, q.sql, o.runs)
 		if err != nil {
 			return fmt.Errorf("%s: %w", q.what, err)
 		}
-		fmt.Fprintf(stdout, "| %s | %s | %d |\n", q.what, d.Round(100*time.Microsecond), n)
+		fmt.Fprintf(stdout, "| %s | %s | %d | %d |\n", q.what, d.Round(100*time.Microsecond), n, read)
 	}
 	return bytesPerRow(ctx, conn, o.database, stdout)
 }
@@ -176,16 +191,19 @@ func settled(ctx context.Context, conn driver.Conn, db string) (string, error) {
 // view add, for 18.16.
 const pushDown = " SETTINGS enable_optimize_predicate_expression = 1"
 
-// timed runs q runs times and returns the median time and the rows of the
-// last run.
-func timed(ctx context.Context, conn driver.Conn, q string, runs int) (time.Duration, int, error) {
+// timed runs q runs times and returns the median time, and the rows of
+// the last run and the rows the server read for it.
+func timed(ctx context.Context, conn driver.Conn, q string, runs int) (time.Duration, int, uint64, error) {
 	var times []time.Duration
 	n := 0
+	var read uint64
 	for range runs {
+		read = 0
+		qctx := clickhouse.Context(ctx, clickhouse.WithProgress(func(p *clickhouse.Progress) { read += p.Rows }))
 		start := time.Now()
-		rows, err := conn.Query(ctx, q)
+		rows, err := conn.Query(qctx, q)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		n = 0
 		for rows.Next() {
@@ -193,12 +211,12 @@ func timed(ctx context.Context, conn driver.Conn, q string, runs int) (time.Dura
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		times = append(times, time.Since(start))
 	}
 	slices.Sort(times)
-	return times[len(times)/2], n, nil
+	return times[len(times)/2], n, read, nil
 }
 
 // bytesPerRow prints the compressed bytes a row of each outcome table
