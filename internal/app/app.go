@@ -185,6 +185,27 @@ func (s stores) Close() {
 // error at all: rows are spooled and the schema is created on the first
 // write that reaches the server.
 func (a *app) openStores(ctx context.Context) (stores, error) {
+	st, err := a.openUnmigrated(ctx)
+	if err != nil {
+		return st, err
+	}
+	a.migrateNow(ctx, st.ch)
+	return st, nil
+}
+
+// migrateNow applies pending migrations (applyMigrations) within the time
+// the one-time fold of existing history into the dashboard rollups takes
+// (about half a minute per 70M snapshot rows); an unreachable server
+// fails within the DSN's dial timeout instead.
+func (a *app) migrateNow(ctx context.Context, ch *clickhouse.ClickHouse) {
+	mctx, cancel := context.WithTimeout(ctx, time.Hour)
+	defer cancel()
+	a.applyMigrations(mctx, ch)
+}
+
+// openUnmigrated opens the spool and ClickHouse, as openStores does, but
+// applies no migration: the caller does, or the first write does.
+func (a *app) openUnmigrated(ctx context.Context) (stores, error) {
 	sp, err := spool.Open(a.cfg.SpoolDir, int64(a.cfg.SpoolMaxBytes), a.log)
 	if err != nil {
 		return stores{}, fmt.Errorf("READSYNC_SPOOL_DIR: %w", err)
@@ -199,12 +220,6 @@ func (a *app) openStores(ctx context.Context) (stores, error) {
 	}
 	ch.ObserveInserts(a.metrics.ObserveInsert)
 	a.metrics.ObserveSpool(sp)
-	// Long enough for the one-time fold of existing history into the
-	// dashboard rollups (about half a minute per 70M snapshot rows); an
-	// unreachable server fails within the DSN's dial timeout instead.
-	mctx, cancel := context.WithTimeout(ctx, time.Hour)
-	defer cancel()
-	a.applyMigrations(mctx, ch)
 	return stores{ch: ch, spool: sp}, nil
 }
 

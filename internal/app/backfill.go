@@ -44,14 +44,24 @@ func (a *app) backfill(ctx context.Context, f flags) int {
 		syncer = a.syncer(sink.NewJSONLines(a.stdout), nil)
 	} else {
 		var err error
-		st, err = a.openStores(ctx)
+		st, err = a.openUnmigrated(ctx)
 		if err != nil {
 			return a.configFailed(err)
 		}
 		defer st.Close()
-		// Older rows first: a backfill is also how an operator drains the
-		// spool by hand.
-		a.flushSpool(passCtx, st)
+		if st.spool.Stats().Entries > 0 {
+			// Older rows first: a backfill is also how an operator drains
+			// the spool by hand.
+			a.migrateNow(ctx, st.ch)
+			a.flushSpool(passCtx, st)
+		} else {
+			// The pass fetches while the schema of a new database is
+			// created, or an upgrade's migrations run; its first write
+			// waits for them. Waited for before ClickHouse closes.
+			var migrations gosync.WaitGroup
+			defer migrations.Wait()
+			migrations.Go(func() { a.migrateNow(ctx, st.ch) })
+		}
 		syncer = a.syncer(st.ch, st.spool)
 		queries = st.ch
 	}
