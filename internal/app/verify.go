@@ -83,14 +83,15 @@ func printVerify(w io.Writer, rep verify.Report) {
 			continue
 		}
 		differ++
-		fmt.Fprintf(w, "%s: DIFFERS: %d rows missing, %d extra, %d wrong (of %d)\n", v.View, len(v.Missing), len(v.Extra), len(v.Wrong), v.Rows)
+		fmt.Fprintf(w, "%s: DIFFERS: %d rows missing, %d extra, %d wrong (of %d)\n", v.View, v.MissingRows, v.ExtraRows, v.WrongRows, v.Rows)
 		for _, kind := range []struct {
 			name string
 			rows []verify.RowDiff
-		}{{"missing", v.Missing}, {"extra", v.Extra}, {"wrong", v.Wrong}} {
+			all  int
+		}{{"missing", v.Missing, v.MissingRows}, {"extra", v.Extra, v.ExtraRows}, {"wrong", v.Wrong, v.WrongRows}} {
 			for i, d := range kind.rows {
 				if i == verifyShown {
-					fmt.Fprintf(w, "  … and %d more %s\n", len(kind.rows)-verifyShown, kind.name)
+					fmt.Fprintf(w, "  … and %d more %s\n", kind.all-verifyShown, kind.name)
 					break
 				}
 				switch kind.name {

@@ -157,7 +157,7 @@ func TestExpiryKeepsTheDerivedHistory(t *testing.T) {
 
 	// A repair of the projects with the old message and the message
 	// listed again changes nothing.
-	diff := verify.ViewDiff{View: schema.GainsView, Missing: []verify.RowDiff{{Key: "test"}}, Projects: []int64{2, 3}}
+	diff := verify.ViewDiff{View: schema.GainsView, Missing: []verify.RowDiff{{Key: "test"}}, MissingRows: 1, Projects: []int64{2, 3}}
 	if err := ch.Repair(ctx, verify.Report{Views: []verify.ViewDiff{diff}}); err != nil {
 		t.Fatal(err)
 	}

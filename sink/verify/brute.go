@@ -20,11 +20,6 @@ import (
 // computed from the stored rows the simplest way, in Go, a group of
 // projects at a time.
 
-// bruteStepRows bounds the snapshot rows one step of projects reads, and
-// so the brute force's memory (the views' rows of the step, from both
-// sides) and the server's sort.
-const bruteStepRows = 1_000_000
-
 // bruteRow is a snapshot row as the brute force reads it.
 type bruteRow struct {
 	at             uint32
@@ -38,91 +33,32 @@ type bruteRow struct {
 // projects at a time, and compares each step's with the views' rows of
 // the same projects in c.
 func (c *Checker) bruteForce(ctx context.Context, w verifyWindow, judged *comparison) error {
-	names, err := c.bruteNames(ctx)
-	if err != nil {
-		return fmt.Errorf("brute force: %w", err)
-	}
-	coverage := viewRows{}
-	ticks, err := c.bruteCoverage(ctx, w, coverage)
-	if err != nil {
-		return fmt.Errorf("brute force: %w", err)
-	}
 	for _, g := range w.groups() {
-		counts, err := c.bruteCounts(ctx, g, w)
+		steps, err := c.steps(ctx, g, w)
 		if err != nil {
 			return fmt.Errorf("brute force: %w", err)
 		}
-		err = c.bruteGroup(ctx, g.start, counts, func(step []int64) error {
+		for _, s := range steps {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
 			out := map[string]viewRows{}
 			for _, v := range schema.Views() {
 				out[v] = viewRows{}
 			}
-			if err := c.bruteStep(ctx, step, g.start, names, ticks, out); err != nil {
+			if err := c.bruteStep(ctx, s, g.start, out); err != nil {
 				return fmt.Errorf("brute force: %w", err)
 			}
-			return c.compareProjects(ctx, judged, step, g.start, out)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return c.compareRest(ctx, judged, w, coverage)
-}
-
-// bruteCounts counts the snapshot rows of each project of the group g in
-// its window.
-func (c *Checker) bruteCounts(ctx context.Context, g windowGroup, w verifyWindow) (map[int64]uint64, error) {
-	table := c.names.Table(schema.SnapshotsTable.Name())
-	if g.all {
-		counts, err := chconn.QueryMap[int64, uint64](ctx, c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE snapshot_at >= %s GROUP BY project_id",
-			table, chconn.DateTime(g.start)))
-		if err != nil {
-			return nil, fmt.Errorf("count the snapshot rows per project: %w", err)
-		}
-		// Their windows start earlier: their own group reads them.
-		for p := range w.early {
-			delete(counts, p)
-		}
-		return counts, nil
-	}
-	pt, err := chconn.ProjectsExt("counted", g.projects)
-	if err != nil {
-		return nil, err
-	}
-	counts, err := chconn.QueryMap[int64, uint64](chconn.WithExternal(ctx, pt), c.conn, fmt.Sprintf("SELECT project_id, count() FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id",
-		table, c.names.InExt("project_id", "counted"), chconn.DateTime(g.start)))
-	if err != nil {
-		return nil, fmt.Errorf("count the snapshot rows from %s of %d projects with snapshots written since %s: %w", sink.Time(g.start), len(g.projects), sink.Time(w.from), err)
-	}
-	return counts, nil
-}
-
-// bruteGroup calls each with the projects of counts, whose windows start
-// at from, a step of at most bruteStepRows snapshot rows at a time (a
-// project's rows at least).
-func (c *Checker) bruteGroup(ctx context.Context, from uint32, counts map[int64]uint64, each func(step []int64) error) error {
-	var step []int64
-	var n uint64
-	flush := func() error {
-		if len(step) == 0 {
-			return nil
-		}
-		err := each(step)
-		step, n = nil, 0
-		return err
-	}
-	for _, p := range slices.Sorted(maps.Keys(counts)) {
-		if ctx.Err() != nil {
-			return context.Cause(ctx)
-		}
-		if len(step) > 0 && n+counts[p] > bruteStepRows {
-			if err := flush(); err != nil {
+			if err := c.compareProjects(ctx, judged, s, g.start, out); err != nil {
 				return err
 			}
 		}
-		step, n = append(step, p), n+counts[p]
 	}
-	return flush()
+	coverage, err := c.bruteCoverage(ctx, w)
+	if err != nil {
+		return fmt.Errorf("brute force: %w", err)
+	}
+	return c.compareCoverage(ctx, judged, w, coverage)
 }
 
 // bruteNamesOf are the names the views join: each project's nft and name,
@@ -132,9 +68,20 @@ type bruteNamesOf struct {
 	subjects map[msgKey]string
 }
 
-func (c *Checker) bruteNames(ctx context.Context) (bruteNamesOf, error) {
+// bruteNames reads the names of the projects of the step s and of their
+// messages.
+func (c *Checker) bruteNames(ctx context.Context, s step) (bruteNamesOf, error) {
 	n := bruteNamesOf{projects: map[int64][2]string{}, subjects: map[msgKey]string{}}
-	err := chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.names.Table(schema.ProjectsTable.Name())+" GROUP BY id",
+	byID, _, err := s.filter(c.names, "id")
+	if err != nil {
+		return n, err
+	}
+	byProject, _, err := s.filter(c.names, "project_id")
+	if err != nil {
+		return n, err
+	}
+	err = chconn.QueryEach(ctx, c.conn, "SELECT id, argMax(nft, version), argMax(name, version) FROM "+c.names.Table(schema.ProjectsTable.Name())+
+		" WHERE "+byID+" GROUP BY id",
 		func(rows driver.Rows) error {
 			var (
 				id        int64
@@ -149,7 +96,8 @@ func (c *Checker) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	if err != nil {
 		return n, fmt.Errorf("read the projects' names: %w", err)
 	}
-	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.names.Table(schema.MessagesTable.Name())+" GROUP BY project_id, id",
+	err = chconn.QueryEach(ctx, c.conn, "SELECT project_id, id, argMax(subject, version) FROM "+c.names.Table(schema.MessagesTable.Name())+
+		" WHERE "+byProject+" GROUP BY project_id, id",
 		func(rows driver.Rows) error {
 			var (
 				k       msgKey
@@ -167,111 +115,86 @@ func (c *Checker) bruteNames(ctx context.Context) (bruteNamesOf, error) {
 	return n, nil
 }
 
-// bruteCoverage puts schedule_coverage's rows in the window w into rows,
-// and returns every cron tick recorded, per schedule, sorted: what missed
-// ticks count.
-func (c *Checker) bruteCoverage(ctx context.Context, w verifyWindow, rows viewRows) (map[string][]uint32, error) {
-	fates, err := c.tickFates(ctx)
+// bruteCoverage returns schedule_coverage's rows in the window w, counted
+// from sync_runs: a cron tick is due once whatever the shards that
+// recorded it, runs when every record of it ran, is ok when every one
+// finished ok, and is skipped or missed when any record says so.
+func (c *Checker) bruteCoverage(ctx context.Context, w verifyWindow) (viewRows, error) {
+	days := w.coverageDays("schedule", "toDate(snapshot_at, 'UTC')")
+	q := fmt.Sprintf(`SELECT schedule, toString(day), toString(count()), toString(sum(run)), toString(sum(ok)), toString(sum(skipped)), toString(sum(missed))
+FROM
+(
+    SELECT schedule, toDate(snapshot_at, 'UTC') AS day, snapshot_at,
+        min(status IN ('ok', 'partial', 'failed')) AS run, min(status = 'ok') AS ok,
+        max(status = 'skipped') AS skipped, max(status = 'missed') AS missed
+    FROM %s
+    WHERE trigger = 'cron' AND %s
+    GROUP BY schedule, snapshot_at
+)
+GROUP BY schedule, day`, c.names.Table(schema.RunsTable.Name()), days)
+	rows := viewRows{}
+	err := chconn.QueryEach(ctx, c.conn, q, func(r driver.Rows) error {
+		var schedule, day, due, run, ok, skipped, missed string
+		if err := r.Scan(&schedule, &day, &due, &run, &ok, &skipped, &missed); err != nil {
+			return err
+		}
+		rows[schedule+"\t"+day] = strings.Join([]string{due, run, ok, skipped, missed}, "\t")
+		return nil
+	})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("count the ticks of sync_runs: %w", err)
 	}
-	ticks := map[string][]uint32{}
-	type day struct {
-		schedule string
-		day      uint32
-	}
-	counts := map[day]*[5]uint64{}
-	for t, f := range fates {
-		ticks[t.schedule] = append(ticks[t.schedule], t.at)
-		if !w.holdsCoverage(t.schedule, chconn.DayOf(t.at)) {
-			continue
-		}
-		d := day{t.schedule, chconn.DayOf(t.at)}
-		n := counts[d]
-		if n == nil {
-			n = &[5]uint64{}
-			counts[d] = n
-		}
-		for i, b := range []bool{true, f.run, f.ok, f.skipped, f.missed} {
-			if b {
-				n[i]++
-			}
-		}
-	}
-	for _, ts := range ticks {
-		slices.Sort(ts)
-	}
-	for d, n := range counts {
-		rows[d.schedule+"\t"+dateText(d.day)] = joinNumbers(n[:]...)
-	}
-	return ticks, nil
+	return rows, nil
 }
 
-// cronTick is a schedule's tick.
-type cronTick struct {
-	schedule string
-	at       uint32
-}
-
-// tickFate is what became of a cron tick, over the shards that recorded
-// it.
-type tickFate struct{ run, ok, skipped, missed bool }
-
-// tickFates reads what became of every cron tick sync_runs records.
-func (c *Checker) tickFates(ctx context.Context) (map[cronTick]*tickFate, error) {
-	fates := map[cronTick]*tickFate{}
-	err := chconn.QueryEach(ctx, c.conn, "SELECT schedule, toUInt32(snapshot_at), status FROM "+c.names.Table(schema.RunsTable.Name())+" WHERE trigger = 'cron'",
-		func(r driver.Rows) error {
-			var (
-				t      cronTick
-				status string
-			)
-			if err := r.Scan(&t.schedule, &t.at, &status); err != nil {
-				return err
-			}
-			f := fates[t]
-			if f == nil {
-				f = &tickFate{run: true, ok: true}
-				fates[t] = f
-			}
-			// A tick runs when every shard that recorded it ran it, and is
-			// ok when every one finished ok.
-			f.run = f.run && (status == "ok" || status == "partial" || status == "failed")
-			f.ok = f.ok && status == "ok"
-			f.skipped = f.skipped || status == "skipped"
-			f.missed = f.missed || status == "missed"
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("read the ticks of sync_runs: %w", err)
+// bruteTicks returns, per schedule of spans, the sorted times of its cron
+// ticks that sync_runs records within the span (exclusive): what the
+// missed ticks of a step's snapshots count. A record is written at or
+// after its tick: those started from a span's start, less an hour, hold
+// the span's ticks.
+func (c *Checker) bruteTicks(ctx context.Context, spans map[string][2]uint32) (map[string][]uint32, error) {
+	out := map[string][]uint32{}
+	for _, s := range slices.Sorted(maps.Keys(spans)) {
+		sp := spans[s]
+		ts, err := chconn.QueryColumn[uint32](ctx, c.conn, fmt.Sprintf(
+			"SELECT DISTINCT toUInt32(snapshot_at) AS t FROM %s WHERE started_at >= %s AND trigger = 'cron' AND schedule = %s AND snapshot_at > %s AND snapshot_at < %s ORDER BY t",
+			c.names.Table(schema.RunsTable.Name()), chconn.DateTime(sp[0]-min(sp[0], 3600)), chconn.QuoteString(s), chconn.DateTime(sp[0]), chconn.DateTime(sp[1])))
+		if err != nil {
+			return nil, fmt.Errorf("read the ticks of schedule %q: %w", s, err)
+		}
+		out[s] = ts
 	}
-	return fates, nil
+	return out, nil
 }
 
-// bruteStep computes the rows of the snapshot views for projects.
-func (c *Checker) bruteStep(ctx context.Context, projects []int64, from uint32, names bruteNamesOf, ticks map[string][]uint32, out map[string]viewRows) error {
-	// The group's projects, as external data for every read of the step.
-	pt, err := chconn.ProjectsExt("verified", projects)
+// bruteStep computes the rows of the snapshot views for the step s, whose
+// window starts at from.
+func (c *Checker) bruteStep(ctx context.Context, s step, from uint32, out map[string]viewRows) error {
+	filter, ext, err := s.filter(c.names, "project_id")
 	if err != nil {
 		return err
 	}
-	ctx = chconn.WithExternal(ctx, pt)
-	priors, unfound, err := c.brutePriors(ctx, from)
+	ctx = chconn.WithExternal(ctx, ext...)
+	names, err := c.bruteNames(ctx, s)
 	if err != nil {
 		return err
 	}
-	expired, err := c.bruteExpiredPriors(ctx, unfound, from)
+	priors, unfound, err := c.brutePriors(ctx, filter, from)
 	if err != nil {
 		return err
 	}
-	schedules, err := c.bruteSchedules(ctx, from)
+	expired, err := c.bruteExpiredPriors(ctx, filter, unfound, from)
+	if err != nil {
+		return err
+	}
+	schedules, err := c.bruteSchedules(ctx, filter, from)
 	if err != nil {
 		return err
 	}
 	q := fmt.Sprintf(`SELECT project_id, message_id, toUInt32(snapshot_at), version, read_count, total, percent
 FROM %s
 WHERE %s AND snapshot_at >= %s
-ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), c.names.InExt("project_id", "verified"), chconn.DateTime(from))
+ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.SnapshotsTable.Name()), filter, chconn.DateTime(from))
 	// Each message's newest row at each of its snapshots, in order.
 	var (
 		msg     []bruteRow
@@ -298,10 +221,14 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read the snapshot rows of projects %d to %d: %w", projects[0], projects[len(projects)-1], err)
+		return fmt.Errorf("read the snapshot rows of projects %d to %d: %w", s.lo, s.hi, err)
 	}
 	if started {
 		acc.message(current, msg, priors, expired[current])
+	}
+	ticks, err := c.bruteTicks(ctx, acc.spans(schedules))
+	if err != nil {
+		return err
 	}
 	acc.rows(names, schedules, ticks, out)
 	return nil
@@ -315,7 +242,7 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 // project's whole earlier history (which only that proves).
 //
 // It also returns the messages of the window with no row before it.
-func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]bruteRow, map[msgKey]bool, error) {
+func (c *Checker) brutePriors(ctx context.Context, filter string, from uint32) (map[msgKey]bruteRow, map[msgKey]bool, error) {
 	out := map[msgKey]bruteRow{}
 	if from == 0 {
 		return out, nil, nil
@@ -323,7 +250,7 @@ func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 	table := c.names.Table(schema.SnapshotsTable.Name())
 	want := map[msgKey]bool{}
 	err := chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s AND snapshot_at >= %s",
-		table, c.names.InExt("project_id", "verified"), chconn.DateTime(from)), func(rows driver.Rows) error {
+		table, filter, chconn.DateTime(from)), func(rows driver.Rows) error {
 		var k msgKey
 		if err := rows.Scan(&k.project, &k.message); err != nil {
 			return err
@@ -343,7 +270,7 @@ func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 		if span != 0 && from > span {
 			lo = from - span
 		}
-		if err := c.brutePriorsIn(ctx, want, lo, hi, out); err != nil {
+		if err := c.brutePriorsIn(ctx, filter, want, lo, hi, out); err != nil {
 			return nil, nil, err
 		}
 		hi = lo
@@ -357,7 +284,7 @@ func (c *Checker) brutePriors(ctx context.Context, from uint32) (map[msgKey]brut
 // snapshot from from on were computed from a row that is gone, and are
 // taken as given. When a message was first seen is a fact of the history
 // that outlives its rows only in the first-seen rollup, which this reads.
-func (c *Checker) bruteExpiredPriors(ctx context.Context, unfound map[msgKey]bool, from uint32) (map[msgKey]bool, error) {
+func (c *Checker) bruteExpiredPriors(ctx context.Context, filter string, unfound map[msgKey]bool, from uint32) (map[msgKey]bool, error) {
 	out := map[msgKey]bool{}
 	if len(unfound) == 0 || c.edge == 0 {
 		return out, nil
@@ -374,7 +301,7 @@ func (c *Checker) bruteExpiredPriors(ctx context.Context, unfound map[msgKey]boo
 	q := fmt.Sprintf(`SELECT project_id, message_id FROM %s
 WHERE %s AND %s
 GROUP BY project_id, message_id
-HAVING minMerge(first_seen) < %s`, c.names.Table(schema.FirstRollup), c.names.InExt("project_id", "verified"),
+HAVING minMerge(first_seen) < %s`, c.names.Table(schema.FirstRollup), filter,
 		c.names.InExt("project_id, message_id", "unfound"), chconn.DateTime(from))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), c.conn, q, func(rows driver.Rows) error {
 		var k msgKey
@@ -392,7 +319,7 @@ HAVING minMerge(first_seen) < %s`, c.names.Table(schema.FirstRollup), c.names.In
 
 // brutePriorsIn puts into out the newest row in [lo, hi) of each message
 // of want that has one, and takes it out of want.
-func (c *Checker) brutePriorsIn(ctx context.Context, want map[msgKey]bool, lo, hi uint32, out map[msgKey]bruteRow) error {
+func (c *Checker) brutePriorsIn(ctx context.Context, filter string, want map[msgKey]bool, lo, hi uint32, out map[msgKey]bruteRow) error {
 	wanted, err := chconn.NewExtTable("prior_of", "project_id", "Int64", "message_id", "Int64")
 	if err != nil {
 		return err
@@ -411,7 +338,7 @@ FROM
     FROM %s
     WHERE %s AND snapshot_at >= %s AND snapshot_at < %s AND %s
     GROUP BY project_id, message_id
-)`, c.names.Table(schema.SnapshotsTable.Name()), c.names.InExt("project_id", "verified"), chconn.DateTime(lo), chconn.DateTime(hi),
+)`, c.names.Table(schema.SnapshotsTable.Name()), filter, chconn.DateTime(lo), chconn.DateTime(hi),
 		c.names.InExt("project_id, message_id", "prior_of"))
 	err = chconn.QueryEach(chconn.WithExternal(ctx, wanted), c.conn, q, func(rows driver.Rows) error {
 		var r bruteRow
@@ -433,14 +360,14 @@ FROM
 // the projects of ctx's external table "verified", that has one: its
 // newest write's, else the one release 0.3.0 counted its missed ticks by
 // (see gainschedules.go).
-func (c *Checker) bruteSchedules(ctx context.Context, from uint32) (map[gainTarget]string, error) {
+func (c *Checker) bruteSchedules(ctx context.Context, filter string, from uint32) (map[gainTarget]string, error) {
 	out := map[gainTarget]string{}
 	for _, src := range []struct{ table, schedule string }{
 		{schema.SnapshotsTable.Name(), "argMax(schedule, version)"},
 		{schema.LegacySchedules, "any(schedule)"},
 	} {
 		q := fmt.Sprintf("SELECT project_id, toUInt32(snapshot_at), %s FROM %s WHERE %s AND snapshot_at >= %s GROUP BY project_id, snapshot_at",
-			src.schedule, c.names.Table(src.table), c.names.InExt("project_id", "verified"), chconn.DateTime(from))
+			src.schedule, c.names.Table(src.table), filter, chconn.DateTime(from))
 		err := chconn.QueryEach(ctx, c.conn, q,
 			func(rows driver.Rows) error {
 				var (
@@ -552,6 +479,25 @@ func (a *bruteAcc) message(k msgKey, rows []bruteRow, priors map[msgKey]bruteRow
 	}
 }
 
+// spans returns, per schedule, the span from the earliest previous
+// snapshot to the latest snapshot of those judged by it: where their
+// missed ticks lie.
+func (a *bruteAcc) spans(schedules map[gainTarget]string) map[string][2]uint32 {
+	out := map[string][2]uint32{}
+	for t, s := range a.snapshots {
+		sched := schedules[t]
+		if sched == "" || s.prevAt == 0 {
+			continue
+		}
+		sp, ok := out[sched]
+		if !ok {
+			sp = [2]uint32{s.prevAt, t.at}
+		}
+		out[sched] = [2]uint32{min(sp[0], s.prevAt), max(sp[1], t.at)}
+	}
+	return out
+}
+
 // rows writes the views' rows of the group into out.
 func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, ticks map[string][]uint32, out map[string]viewRows) {
 	name := func(p int64) string { n := names.projects[p]; return n[0] + "\t" + n[1] }
@@ -579,11 +525,10 @@ func (a *bruteAcc) rows(names bruteNamesOf, schedules map[gainTarget]string, tic
 			rateText(s.newest.reads, s.newest.total)
 		var missed uint64
 		if sched := schedules[t]; sched != "" && s.prevAt > 0 {
-			for _, tick := range ticks[sched] {
-				if tick > s.prevAt && tick < t.at {
-					missed++
-				}
-			}
+			ts := ticks[sched]
+			lo, _ := slices.BinarySearch(ts, s.prevAt+1)
+			hi, _ := slices.BinarySearch(ts, t.at)
+			missed = uint64(max(hi-lo, 0))
 		}
 		out[schema.GainsView][key] = name(t.project) + "\t" + strconv.FormatUint(uint64(s.prevAt), 10) + "\t" +
 			joinNumbers(s.messages, s.newMessages) + "\t" + strconv.FormatInt(int64(s.reads), 10) + "\t" + strconv.FormatUint(missed, 10)

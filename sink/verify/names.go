@@ -50,14 +50,14 @@ func (c *Checker) compareNameHealth(ctx context.Context, judged *comparison) err
 		}
 		switch {
 		case inBrute == 0:
-			acc.Extra = append(acc.Extra, RowDiff{Key: shape.showKey(viewKey), Got: shape.showValues(viewRow)})
+			note(&acc.Extra, &acc.ExtraRows, RowDiff{Key: shape.showKey(viewKey), Got: shape.showValues(viewRow)})
 		case inView == 0:
 			acc.Rows++
-			acc.Missing = append(acc.Missing, RowDiff{Key: shape.showKey(bruteKey), Want: shape.showValues(brute)})
+			note(&acc.Missing, &acc.MissingRows, RowDiff{Key: shape.showKey(bruteKey), Want: shape.showValues(brute)})
 		default:
 			acc.Rows++
 			if viewRow != brute {
-				acc.Wrong = append(acc.Wrong, RowDiff{Key: shape.showKey(bruteKey), Got: shape.showValues(viewRow), Want: shape.showValues(brute)})
+				note(&acc.Wrong, &acc.WrongRows, RowDiff{Key: shape.showKey(bruteKey), Got: shape.showValues(viewRow), Want: shape.showValues(brute)})
 			}
 		}
 		return nil

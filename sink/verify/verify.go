@@ -173,10 +173,26 @@ type ViewDiff struct {
 	Rows int
 	// Missing are the keys of rows the view lacks; Extra those of rows it
 	// has and the brute force does not; Wrong those of rows whose values
-	// differ.
+	// differ: the first KeptDiffs of each, in key order within a step.
 	Missing, Extra, Wrong []RowDiff
+	// MissingRows, ExtraRows and WrongRows count them all.
+	MissingRows, ExtraRows, WrongRows int
 	// Projects are the projects of the rows that differ.
 	Projects []int64
+}
+
+// KeptDiffs is how many rows that differ a ViewDiff keeps of each kind,
+// so that a Report stays small whatever the damage it finds; it counts
+// the others.
+const KeptDiffs = 1000
+
+// note counts a row that differs of a kind, and keeps it if fewer than
+// KeptDiffs are kept.
+func note(kept *[]RowDiff, count *int, d RowDiff) {
+	*count++
+	if len(*kept) < KeptDiffs {
+		*kept = append(*kept, d)
+	}
 }
 
 // RowDiff is one row that differs: its key and, as text for a reader,
@@ -187,7 +203,7 @@ type RowDiff struct {
 }
 
 // Differs reports whether the view differs from its brute force.
-func (d ViewDiff) Differs() bool { return len(d.Missing)+len(d.Extra)+len(d.Wrong) > 0 }
+func (d ViewDiff) Differs() bool { return d.MissingRows+d.ExtraRows+d.WrongRows > 0 }
 
 // Report is what Verify found.
 type Report struct {
@@ -263,15 +279,12 @@ func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 type comparison struct {
 	diffs_   map[string]*ViewDiff
 	projects map[string]map[int64]bool
-	// covered are the projects whose rows a group compared: the rows of
-	// the others in the window are extra.
-	covered map[int64]bool
 	// given counts the project snapshots taken as given.
 	given int
 }
 
 func newComparison() *comparison {
-	c := &comparison{diffs_: map[string]*ViewDiff{}, projects: map[string]map[int64]bool{}, covered: map[int64]bool{}}
+	c := &comparison{diffs_: map[string]*ViewDiff{}, projects: map[string]map[int64]bool{}}
 	for _, shape := range reportedShapes() {
 		c.diffs_[shape.name] = &ViewDiff{View: shape.name}
 		c.projects[shape.name] = map[int64]bool{}
@@ -284,9 +297,14 @@ func (c *comparison) add(shape viewShape, got, want viewRows) {
 	d := compareRows(shape, got, want)
 	acc := c.diffs_[shape.name]
 	acc.Rows += d.Rows
-	acc.Missing = append(acc.Missing, d.Missing...)
-	acc.Extra = append(acc.Extra, d.Extra...)
-	acc.Wrong = append(acc.Wrong, d.Wrong...)
+	for _, k := range []struct {
+		kept, more *[]RowDiff
+		count      *int
+	}{{&acc.Missing, &d.Missing, &acc.MissingRows}, {&acc.Extra, &d.Extra, &acc.ExtraRows}, {&acc.Wrong, &d.Wrong, &acc.WrongRows}} {
+		for _, r := range *k.more {
+			note(k.kept, k.count, r)
+		}
+	}
 	for _, p := range d.Projects {
 		c.projects[shape.name][p] = true
 	}
@@ -310,29 +328,24 @@ func sortDiffs(ds []RowDiff) {
 	slices.SortFunc(ds, func(a, b RowDiff) int { return strings.Compare(a.Key, b.Key) })
 }
 
-// compareProjects compares the rows of the project-keyed views for
-// projects, whose window starts at start, with want, their brute force.
-func (c *Checker) compareProjects(ctx context.Context, judged *comparison, projects []int64, start uint32, want map[string]viewRows) error {
-	pt, err := chconn.ProjectsExt("compared", projects)
+// compareProjects compares the rows of the project-keyed views for the
+// step s, whose window starts at start, with want, their brute force.
+func (c *Checker) compareProjects(ctx context.Context, judged *comparison, s step, start uint32, want map[string]viewRows) error {
+	// The step's range narrows the read: 18.16 pushes a range into a
+	// view's GROUP BY and JOIN, but not an IN of an external table, so
+	// without it each step would read the whole of every rollup behind
+	// the views.
+	filter, ext, err := s.filter(c.names, "project_id")
 	if err != nil {
 		return err
 	}
-	for _, p := range projects {
-		judged.covered[p] = true
-	}
-	// The range of the projects narrows the read too: 18.16 pushes a
-	// range into a view's GROUP BY and JOIN, but not an IN of an external
-	// table, so without it each step would read the whole of every
-	// rollup behind the views. A step's projects are neighbours in key
-	// order (bruteGroup), so the range holds few others.
-	lo, hi := slices.Min(projects), slices.Max(projects)
 	for _, shape := range viewShapes {
 		if shape.key[0] != colProject {
 			continue
 		}
 		got := viewRows{}
-		where := fmt.Sprintf("%s AND project_id BETWEEN %d AND %d AND %s >= %s", c.names.InExt("project_id", "compared"), lo, hi, shape.since.name, shape.since.bound(start))
-		if err := c.readViewRows(chconn.WithExternal(ctx, pt), shape, where, got, nil); err != nil {
+		where := fmt.Sprintf("%s AND %s >= %s", filter, shape.since.name, shape.since.bound(start))
+		if err := c.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, got, nil); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
 		judged.given += takeGiven(shape, got, want[shape.name])
@@ -369,57 +382,20 @@ func (c *Checker) readEdge(ctx context.Context) (uint32, error) {
 	return edge, nil
 }
 
-// compareRest compares the rows in the window w of what no group
-// compared: schedule_coverage, and the project-keyed views' rows of the
-// projects no group covered, which have no snapshot row in the window and
-// so no row in its brute force.
-func (c *Checker) compareRest(ctx context.Context, judged *comparison, w verifyWindow, coverage viewRows) error {
+// compareCoverage compares schedule_coverage's rows in the window w with
+// coverage, their brute force; the steps compared every other view.
+func (c *Checker) compareCoverage(ctx context.Context, judged *comparison, w verifyWindow, coverage viewRows) error {
 	for _, shape := range viewShapes {
-		got := viewRows{}
-		uncovered := func(cols []string) (bool, error) {
-			if shape.key[0] != colProject {
-				return true, nil
-			}
-			p, err := strconv.ParseInt(cols[0], 10, 64)
-			return err == nil && !judged.covered[p], err
+		if shape.key[0] == colProject {
+			continue
 		}
-		if err := c.readView(ctx, shape, w, got, uncovered); err != nil {
+		got := viewRows{}
+		if err := c.readViewRows(ctx, shape, w.coverageDays("schedule", "day"), got, nil); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
-		want := viewRows{}
-		if shape.key[0] != colProject {
-			want = coverage
-		}
-		judged.add(shape, got, want)
+		judged.add(shape, got, coverage)
 	}
 	return nil
-}
-
-// readView reads the view's rows in the window that keep holds: those
-// from its day on, then those before it that the window holds.
-func (c *Checker) readView(ctx context.Context, shape viewShape, w verifyWindow, out viewRows, keep func(cols []string) (bool, error)) error {
-	err := c.readViewRows(ctx, shape, fmt.Sprintf("%s >= %s", shape.since.name, shape.since.bound(w.from)), out, keep)
-	if err != nil {
-		return err
-	}
-	where, ext, ok, err := w.earlierRows(c.names, shape)
-	if err != nil || !ok {
-		return err
-	}
-	since := slices.Index(shape.key, shape.since)
-	if since < 0 {
-		since = len(shape.key) + slices.Index(shape.values, shape.since)
-	}
-	return c.readViewRows(chconn.WithExternal(ctx, ext...), shape, where, out, func(cols []string) (bool, error) {
-		at, err := shape.since.timeOf(cols[since])
-		if err != nil {
-			return false, fmt.Errorf("%s %q: %w", shape.since.name, cols[since], err)
-		}
-		if !w.holdsEarlier(shape, cols[:len(shape.key)], at) {
-			return false, nil
-		}
-		return keep(cols)
-	})
 }
 
 // readViewRows puts the view's rows that where selects into out, those

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"time"
+	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
@@ -194,57 +193,20 @@ func (w verifyWindow) groups() []windowGroup {
 	return append(out, windowGroup{start: w.from, all: true})
 }
 
-// holdsCoverage reports whether schedule_coverage's row of schedule's day
-// is in the window.
-func (w verifyWindow) holdsCoverage(schedule string, day uint32) bool {
-	return day >= chconn.DayOf(w.from) || w.tickDays[scheduleDay{schedule, day}]
-}
-
-// holdsEarlier reports whether a view row from before from, of the view
-// shape, with the key's columns as text and since the Unix time of its
-// since column, is in the window.
-func (w verifyWindow) holdsEarlier(shape viewShape, key []string, since uint32) bool {
-	switch shape.key[0] {
-	case colProject:
-		p, err := strconv.ParseInt(key[0], 10, 64)
-		start, ok := w.early[p]
-		return err == nil && ok && since >= start
-	case colSchedule:
-		return w.holdsCoverage(key[0], chconn.DayOf(since))
+// coverageDays is the condition that the UTC day day, a Date expression,
+// of a schedule's (a column) is in the window: from from on, or one of the
+// days of the ticks recorded late.
+func (w verifyWindow) coverageDays(schedule, day string) string {
+	cond := fmt.Sprintf("%s >= %s", day, chconn.QuoteDate(sink.Time(w.from).Time()))
+	if len(w.tickDays) == 0 {
+		return cond
 	}
-	return false
-}
-
-// earlierRows returns the condition that selects, of the view shape, the
-// rows before from that the window may hold, and the external tables it
-// reads; ok is false when it holds none. holdsEarlier tells the rows it
-// holds from the others the condition selects.
-func (w verifyWindow) earlierRows(n chconn.Names, shape viewShape) (where string, ext []*chconn.ExtTable, ok bool, err error) {
-	var lowest uint32
-	switch shape.key[0] {
-	case colProject:
-		if len(w.early) == 0 {
-			return "", nil, false, nil
-		}
-		pt, err := chconn.ProjectsExt("early", slices.Sorted(maps.Keys(w.early)))
-		if err != nil {
-			return "", nil, false, err
-		}
-		ext, lowest = []*chconn.ExtTable{pt}, w.earliest()
-		where = n.InExt("project_id", "early") + " AND "
-	case colSchedule:
-		if len(w.tickDays) == 0 {
-			return "", nil, false, nil
-		}
-		lowest = w.from
-		for d := range w.tickDays {
-			lowest = min(lowest, d.day*86400)
-		}
-	default:
-		return "", nil, false, nil
+	var pairs []string
+	for d := range w.tickDays {
+		pairs = append(pairs, fmt.Sprintf("(%s, %s)", chconn.QuoteString(d.schedule), chconn.QuoteDate(sink.Time(d.day*86400).Time())))
 	}
-	where += fmt.Sprintf("%s >= %s AND %s < %s", shape.since.name, shape.since.bound(lowest), shape.since.name, shape.since.bound(w.from))
-	return where, ext, true, nil
+	slices.Sort(pairs)
+	return fmt.Sprintf("(%s OR (%s, %s) IN (%s))", cond, schedule, day, strings.Join(pairs, ", "))
 }
 
 // report puts what the window holds besides the days from from on into
@@ -254,20 +216,6 @@ func (w verifyWindow) report(rep *Report) {
 	if len(w.early) > 0 {
 		rep.EarlierFrom = sink.Time(w.earliest()).Time()
 	}
-}
-
-// timeOf reads the text of a since column's value, as viewColumn.sql
-// writes it, as a Unix time.
-func (c viewColumn) timeOf(text string) (uint32, error) {
-	if c.kind == kindDate {
-		t, err := time.Parse(time.DateOnly, text)
-		if err != nil {
-			return 0, err
-		}
-		return uint32(t.Unix()), nil
-	}
-	t, err := strconv.ParseUint(text, 10, 32)
-	return uint32(t), err
 }
 
 // bound writes the Unix time t as a value to compare the column with: a
