@@ -14,7 +14,8 @@
 // 50 of them) and its count is otherwise the same as a minute before, the
 // way a message's reads come after it is sent and when it is shared; and
 // steady, where it gains 0 to 5 every minute and, in 2% of them, a jump
-// of up to 300, which changes read_count and percent at nearly every row.
+// of up to 300, which changes read_count and percent at nearly every row;
+// and uniform, where it gains a random 0 to 3 every minute.
 // A total changes in 0.2% of minutes. percent is the count over the total
 // in hundredths, as the API sends it. It measures and asserts nothing.
 package main
@@ -52,7 +53,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.dsn, "dsn", "", "native DSN of the ClickHouse server (its database is ignored)")
 	fs.StringVar(&o.database, "database", "readsync_bench_bytes", "scratch database, dropped and created again")
-	fs.StringVar(&o.shape, "shape", "bursty", "how counts grow: bursty or steady")
+	fs.StringVar(&o.shape, "shape", "bursty", "how counts grow: bursty, steady or uniform")
 	fs.IntVar(&o.projects, "projects", 400, "projects")
 	fs.IntVar(&o.messages, "messages", 50, "messages per project")
 	fs.IntVar(&o.minutes, "minutes", 500, "one-minute snapshots")
@@ -61,7 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	increment, ok := shapes[o.shape]
 	if o.dsn == "" || !ok {
-		fmt.Fprintln(stderr, "benchbytes: -dsn is required, and -shape is bursty or steady")
+		fmt.Fprintln(stderr, "benchbytes: -dsn is required, and -shape is bursty, steady or uniform")
 		return 2
 	}
 	if err := bench(ctx, o, increment, stdout, stderr); err != nil {
@@ -74,8 +75,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // shapes are the reads a message gains at minute i, by shape, as an
 // expression of its key k.
 var shapes = map[string]string{
-	"bursty": "if(cityHash64(k, i, 'b') % 100 < 5, 1 + cityHash64(k, i, 'n') % 50, 0)",
-	"steady": "if(cityHash64(k, i, 'j') % 100 < 2, cityHash64(k, i, 'J') % 300, cityHash64(k, i, 'i') % 6)",
+	"bursty":  "if(cityHash64(k, i, 'b') % 100 < 5, 1 + cityHash64(k, i, 'n') % 50, 0)",
+	"steady":  "if(cityHash64(k, i, 'j') % 100 < 2, cityHash64(k, i, 'J') % 300, cityHash64(k, i, 'i') % 6)",
+	"uniform": "cityHash64(k, i, 'u') % 4",
 }
 
 // generate is the INSERT of the snapshot rows: message k of project

@@ -27,10 +27,12 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,6 +50,7 @@ import (
 	chsink "github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 type options struct {
@@ -81,6 +84,11 @@ type result struct {
 	verify             time.Duration
 	verifyRSS          int64 // KiB
 	move               time.Duration
+	// statements are what the server read for each statement of the
+	// last steady pass and of its reconcile steps, by text (the steps'
+	// prefixed "step: "); written the rows the pass wrote.
+	statements map[string]uint64
+	written    uint64
 }
 
 func main() {
@@ -138,6 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		results = append(results, r)
 	}
 	printHistory(stdout, o, results)
+	printStatements(stdout, results)
 	return 0
 }
 
@@ -152,6 +161,51 @@ func printHistory(w io.Writer, o options, rs []result) {
 			r.steps, r.avgStepMS, r.maxStepMS, float64(r.catchUpRSS)/1024, median(r.passMS), median(r.passRead), median(r.stepRead),
 			r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024)
 	}
+}
+
+// printStatements prints what the server read for each statement of the
+// last steady pass and its steps, a column per depth, with the pass's
+// rows written and the reads a row written.
+func printStatements(w io.Writer, rs []result) {
+	texts := map[string]bool{}
+	for _, r := range rs {
+		for t := range r.statements {
+			texts[t] = true
+		}
+	}
+	fmt.Fprintf(w, "\nRows the server read for each statement of the last steady pass and its reconcile steps (its query log, or its progress where it keeps none):\n\n|")
+	for _, r := range rs {
+		fmt.Fprintf(w, " %d a message |", r.perMessage)
+	}
+	fmt.Fprintln(w, " statement |")
+	fmt.Fprint(w, "|")
+	for range rs {
+		fmt.Fprint(w, "---|")
+	}
+	fmt.Fprintln(w, "---|")
+	keys := slices.Sorted(maps.Keys(texts))
+	last := rs[len(rs)-1].statements
+	slices.SortStableFunc(keys, func(a, b string) int { return cmp.Compare(last[b], last[a]) })
+	for _, t := range keys {
+		fmt.Fprint(w, "|")
+		for _, r := range rs {
+			fmt.Fprintf(w, " %d |", r.statements[t])
+		}
+		text := t
+		if len(text) > 120 {
+			text = text[:120] + "…"
+		}
+		fmt.Fprintf(w, " `%s` |\n", strings.ReplaceAll(text, "|", "\\|"))
+	}
+	fmt.Fprint(w, "|")
+	for _, r := range rs {
+		var total uint64
+		for _, n := range r.statements {
+			total += n
+		}
+		fmt.Fprintf(w, " **%d** / %d = %.1f |", total, r.written, float64(total)/float64(max(r.written, 1)))
+	}
+	fmt.Fprintln(w, " **in all**: rows read / snapshot rows written |")
 }
 
 func median[T int64 | uint64](xs []T) T {
@@ -190,7 +244,8 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 			return r, err
 		}
 	}
-	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithResort(schema.ResortOptions{Settle: time.Second}))
+	costs := sinktest.NewCosts()
+	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithResort(schema.ResortOptions{Settle: time.Second}), chsink.WithIntercept(costs.Wrap))
 	if err != nil {
 		return r, err
 	}
@@ -241,7 +296,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 		float64(r.rows)/r.catchUp.Seconds(), float64(snapshots)/r.catchUp.Seconds())
 	fmt.Fprintf(stdout, "steps recorded: %d, %d ms each on average, %d ms the longest\n", r.steps, r.avgStepMS, r.maxStepMS)
 	fmt.Fprintf(stdout, "peak RSS of the binary: %.0f MiB\n\n", float64(r.catchUpRSS)/1024)
-	if err := passes(ctx, ch, o, t0, stdout, &r); err != nil {
+	if err := passes(ctx, ch, costs, conn, o, t0, stdout, &r); err != nil {
 		return r, err
 	}
 	if len(o.history) > 0 {
@@ -383,19 +438,21 @@ func runBinary(ctx context.Context, o options, dsn, arg string, stderr io.Writer
 // daemon on `@every 1m` would, and after each runs the reconcile steps
 // once the pass's changes have settled: it prints, and records in r, what
 // each took and what the server read for it.
-func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time, w io.Writer, r *result) error {
+func passes(ctx context.Context, ch *chsink.ClickHouse, costs *sinktest.Costs, conn driver.Conn, o options, t0 time.Time, w io.Writer, r *result) error {
 	if o.passes == 0 {
 		return nil
 	}
 	fmt.Fprintf(w, "passes at @every 1m of %d projects, then the reconcile steps after each:\n", o.projects)
 	fmt.Fprintf(w, "%6s %10s %14s %22s %12s %10s %14s\n", "pass", "pass ms", "rows read", "snapshot changes read", "refreshed", "steps ms", "rows read")
 	for i := 1; i <= o.passes; i++ {
+		costs.Take()
 		pctx, reads := sink.CountReads(ctx)
 		pstart := time.Now()
 		if err := writePass(pctx, ch, o, t0.Add(time.Duration(i)*time.Minute)); err != nil {
 			return err
 		}
 		passMS := time.Since(pstart).Milliseconds()
+		passStmts := costs.Take()
 		// The steps read a change once it is older than the settle delay.
 		time.Sleep(ch.ReconcileSettle() + 1100*time.Millisecond)
 		start := time.Now()
@@ -413,10 +470,20 @@ func passes(ctx context.Context, ch *chsink.ClickHouse, o options, t0 time.Time,
 				break
 			}
 		}
-		fmt.Fprintf(w, "%6d %10d %14d %22d %12d %10d %14d\n", i, passMS, reads.Rows(), read, refreshed, time.Since(start).Milliseconds(), stepRows)
+		stepStmts := costs.Take()
+		if err := costs.Fill(ctx, conn, append(slices.Clone(passStmts), stepStmts...)); err != nil {
+			return err
+		}
+		r.statements = sinktest.ByText(passStmts)
+		for text, n := range sinktest.ByText(stepStmts) {
+			r.statements["step: "+text] += n
+		}
+		r.written = uint64(o.projects * o.messages)
+		fmt.Fprintf(w, "%6d %10d %14d %22d %12d %10d %14d\n", i, passMS, sinktest.Total(passStmts), read, refreshed, time.Since(start).Milliseconds(), sinktest.Total(stepStmts))
 		r.passMS = append(r.passMS, passMS)
-		r.passRead = append(r.passRead, reads.Rows())
-		r.stepRead = append(r.stepRead, stepRows)
+		r.passRead = append(r.passRead, sinktest.Total(passStmts))
+		r.stepRead = append(r.stepRead, sinktest.Total(stepStmts))
+		_, _ = reads, stepRows
 	}
 	fmt.Fprintln(w)
 	return nil

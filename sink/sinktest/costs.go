@@ -88,56 +88,58 @@ func (c *Costs) Read(t testing.TB, conn driver.Conn, stmts []*Statement) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var logged uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = 'system' AND name = 'query_log'").Scan(&logged); err != nil {
-		t.Fatalf("look for system.query_log: %v", err)
+	if err := c.Fill(ctx, conn, stmts); err != nil {
+		t.Fatal(err)
 	}
-	if logged == 0 {
-		// A server that logs no statement may still create the table at
-		// its first flush.
-		_ = conn.Exec(ctx, "SYSTEM FLUSH LOGS")
-		if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = 'system' AND name = 'query_log'").Scan(&logged); err != nil {
-			t.Fatalf("look for system.query_log: %v", err)
-		}
+}
+
+// Fill is Read for a caller that is no test (a benchmark).
+func (c *Costs) Fill(ctx context.Context, conn driver.Conn, stmts []*Statement) error {
+	logged := func() (bool, error) {
+		var n uint64
+		err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = 'system' AND name = 'query_log'").Scan(&n)
+		return n > 0, err
 	}
-	if logged == 0 {
+	// A server that logs no statement may still create the table at its
+	// first flush.
+	_ = conn.Exec(ctx, "SYSTEM FLUSH LOGS")
+	ok, err := logged()
+	if err != nil {
+		return fmt.Errorf("look for system.query_log: %w", err)
+	}
+	if !ok {
 		for _, s := range stmts {
 			s.Rows = s.progress.Load()
 		}
-		return
-	}
-	if err := conn.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
-		t.Fatalf("flush the server's logs: %v", err)
+		return nil
 	}
 	byID := map[string]*Statement{}
 	for _, s := range stmts {
 		byID[s.ID] = s
 	}
-	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT query_id, read_rows FROM system.query_log WHERE type = 2 AND query_id LIKE '%s-%%'", c.tag))
-	if err != nil {
-		t.Fatalf("read system.query_log: %v", err)
-	}
-	defer rows.Close()
 	found := 0
-	for rows.Next() {
-		var (
-			id string
-			n  uint64
-		)
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		if s := byID[id]; s != nil {
-			s.Rows = n
-			found++
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	err = chconn.QueryEach(ctx, conn, fmt.Sprintf("SELECT query_id, read_rows FROM system.query_log WHERE type = 2 AND query_id LIKE '%s-%%'", c.tag),
+		func(rows driver.Rows) error {
+			var (
+				id string
+				n  uint64
+			)
+			if err := rows.Scan(&id, &n); err != nil {
+				return err
+			}
+			if s := byID[id]; s != nil {
+				s.Rows = n
+				found++
+			}
+			return nil
+		})
+	if err != nil {
+		return fmt.Errorf("read system.query_log: %w", err)
 	}
 	if found == 0 && len(stmts) > 0 {
-		t.Fatalf("system.query_log holds none of the %d statements recorded", len(stmts))
+		return fmt.Errorf("system.query_log holds none of the %d statements recorded", len(stmts))
 	}
+	return nil
 }
 
 // ByText adds up the rows read by the statements of stmts per normalized
