@@ -66,7 +66,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -200,10 +200,17 @@ bench-health:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-health: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchhealth -dsn "$$dsn" -names $(BENCH_HEALTH_NAMES) -passes $(BENCH_HEALTH_PASSES)
 
+## bench-verify: readsync --verify's wall time, peak RSS and rows read at a million names, whole and --since.
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+BENCH_VERIFY_NAMES ?= 1000000
+bench-verify: build
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-verify: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/benchverify -dsn "$$dsn" -bin $(BIN)/readsync -names $(BENCH_VERIFY_NAMES)
+
 ## bench-bytes: the bytes a snapshot row takes on disk, by column, with readsync's schema (codecs included where the server has them).
 bench-bytes:
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-bytes: no ClickHouse; see the message above" >&2; exit 1; }; \
-	for shape in bursty steady; do $(GO) run ./scripts/benchbytes -dsn "$$dsn" -shape $$shape || exit 1; echo; done
+	for shape in bursty steady uniform; do $(GO) run ./scripts/benchbytes -dsn "$$dsn" -shape $$shape || exit 1; echo; done
 
 ## bench-go: per-message Go benchmarks of list decoding and row building.
 bench-go:
