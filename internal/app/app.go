@@ -343,7 +343,7 @@ func (a *app) reconcile(ctx context.Context, ch *clickhouse.ClickHouse) {
 		a.log.Warn("derived history not reconciled; the next reconcile tries again", "err", err)
 		return
 	}
-	a.log.Info("derived history reconciled", "steps", rep.Steps, "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
+	a.log.Info("derived history reconciled", "steps", rep.Steps, "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks, "left_to_writers", rep.LeftToWriters,
 		"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "duration_ms", time.Since(start).Milliseconds())
 }
 

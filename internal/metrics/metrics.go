@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -200,7 +201,7 @@ func (m *Metrics) declareReconcileSeries() {
 	})
 	m.reconcilePending = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "readsync_reconcile_pending_changes",
-		Help: "Changes recorded in the change logs that the reconcile has not read yet, as of this process's last step; 0 while another daemon runs the steps.",
+		Help: fmt.Sprintf("Changes recorded in the change logs that the reconcile has not read yet, counted up to %d a log, as of this process's last step; 0 while another daemon runs the steps.", derived.PendingCap),
 	})
 	m.reconcileRewritten = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "readsync_reconcile_rewritten_total",

@@ -142,7 +142,7 @@ func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
 		}
 		if rep.ChangedSnapshots+rep.ChangedTicks > 0 {
 			l.cfg.Log.Info("reconcile step", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
-				"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "read_rows", rep.ReadRows, "read_bytes", rep.ReadBytes,
+				"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "left_to_writers", rep.LeftToWriters, "read_rows", rep.ReadRows, "read_bytes", rep.ReadBytes,
 				"pending_changes", rep.Pending, "duration_ms", time.Since(start).Milliseconds())
 		}
 		if !c.started.IsZero() {
