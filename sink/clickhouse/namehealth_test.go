@@ -278,3 +278,77 @@ func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 	}
 	historytest.AssertVerified(t, ch, time.Time{})
 }
+
+// What the daemon and the dashboard read of name_health does not grow
+// with the months of successes stored: with three months of every name's
+// daily successes merged, the failing names' counts and their panel read
+// at most 1.2 times what they read with a week, as the server counts them.
+func TestNameHealthReadsNoMonthsOfSuccesses(t *testing.T) {
+	t.Parallel()
+	week := nameHealthReads(t, 7)
+	months := nameHealthReads(t, 90)
+	t.Logf("rows read with a week and with three months of successes stored:\n%s", sinktest.Report(week, months))
+	for text, n := range months {
+		if limit := max(week[text], 1024); n*10 > limit*12 {
+			t.Errorf("with 90 days of successes, %d rows read (over 1.2 times the %d with 7) by\n%s", n, week[text], text)
+		}
+	}
+}
+
+// nameHealthReads stores days of daily successes of 5 000 names, merged,
+// and the last two hours of failures of 1% of them a minute, and returns
+// what the server read for the daemon's counts of the failing names and
+// for the panel of the failing names, by statement.
+func nameHealthReads(t *testing.T, days int) map[string]uint64 {
+	t.Helper()
+	const names, every = 5000, 100
+	db := sinktest.New(t)
+	costs := sinktest.NewCosts()
+	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithIntercept(costs.Wrap))
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Minute).Unix()
+	for _, q := range []string{
+		fmt.Sprintf(`INSERT INTO %s (nft, snapshot_at, schedule)
+SELECT concat('name-', toString(number %% %d), '.eth'), toDateTime(%d - 7200 - 86400 * intDiv(number, %d)), 'every-minute'
+FROM numbers(%d) WHERE (number %% %d) %% %d != 0`, db.Table("name_successes"), names, now, names, names*days, names, every),
+		fmt.Sprintf(`INSERT INTO %s (run_id, snapshot_at, shard, nft, stage, kind, http_status, attempts, error, schedule)
+SELECT 'run', toDateTime(%d - 60 * intDiv(number, %d)), '', concat('name-', toString((number %% %d) * %d), '.eth'), 'details', 'http_5xx', 502, 5, 'HTTP 502', 'every-minute'
+FROM numbers(%d)`, db.Table("name_failures"), now, names/every, names/every, every, 120*names/every),
+		fmt.Sprintf(`INSERT INTO %s (run_id, schedule, trigger, snapshot_at, started_at, finished_at, status)
+SELECT concat('run-', toString(number)), 'every-minute', 'cron', toDateTime(%d - 60 * number), toDateTime(%d - 60 * number), toDateTime(%d - 60 * number), 'partial'
+FROM numbers(120)`, db.Table("sync_runs"), now, now, now),
+	} {
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	// What a server holds after the months: its merges keep each name's
+	// latest success.
+	for _, table := range []string{"name_successes", "name_failure_hour_rollup"} {
+		if err := db.Conn.Exec(ctx, "OPTIMIZE TABLE "+db.Table(table)+" FINAL"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	costs.Take()
+	counts, err := ch.NamesFailing(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := counts["every-minute"]; got.Failing != names/every || got.NotRead != names/every {
+		t.Errorf("with %d days of successes: %+v failing, want %d failing, all of them past 3 passes", days, got, names/every)
+	}
+	n := 0
+	schedule := "every-minute"
+	if err := ch.FailingNames(ctx, &schedule, func(clickhouse.NameHealth) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if n != names/every {
+		t.Errorf("with %d days of successes: %d failing names listed, want %d", days, n, names/every)
+	}
+	stmts := costs.Take()
+	costs.Read(t, db.Conn, stmts)
+	return sinktest.ByText(stmts)
+}
