@@ -83,7 +83,13 @@ type result struct {
 	passRead, stepRead []uint64
 	verify             time.Duration
 	verifyRSS          int64 // KiB
-	move               time.Duration
+	// since is --verify --since two days before the last pass: its wall
+	// time, peak RSS, and the rows the server read for it, beside what
+	// the whole check read.
+	since                 time.Duration
+	sinceRSS              int64
+	verifyRead, sinceRead uint64
+	move                  time.Duration
 	// statements are what the server read for each statement of the
 	// last steady pass and of its reconcile steps, by text (the steps'
 	// prefixed "step: "); written the rows the pass wrote.
@@ -153,13 +159,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // printHistory prints a row per depth of history.
 func printHistory(w io.Writer, o options, rs []result) {
 	fmt.Fprintf(w, "\nClickHouse %s, %d projects × %d messages; steady passes a minute apart after the catch-up (median of %d):\n\n", rs[0].release, o.projects, o.messages, o.passes)
-	fmt.Fprintf(w, "| snapshots a message | stored rows | catch-up | rows/s | steps, avg / max ms | peak RSS | steady pass | rows read: pass | rows read: its step | --verify | its peak RSS |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(w, "| snapshots a message | stored rows | catch-up | rows/s | steps, avg / max ms | peak RSS | steady pass | rows read: pass | rows read: its step | --verify | its peak RSS | its rows read | --verify --since 48h | its rows read |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %d | %d | %s | %.0f | %d, %d / %d | %.0f MiB | %d ms | %d | %d | %s | %.0f MiB |\n",
+		fmt.Fprintf(w, "| %d | %d | %s | %.0f | %d, %d / %d | %.0f MiB | %d ms | %d | %d | %s | %.0f MiB | %d | %s | %d |\n",
 			r.perMessage, r.rows+uint64(o.projects*o.messages), r.catchUp.Round(100*time.Millisecond), float64(r.rows)/r.catchUp.Seconds(),
 			r.steps, r.avgStepMS, r.maxStepMS, float64(r.catchUpRSS)/1024, median(r.passMS), median(r.passRead), median(r.stepRead),
-			r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024)
+			r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024, r.verifyRead, r.since.Round(100*time.Millisecond), r.sinceRead)
 	}
 }
 
@@ -281,7 +287,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 	// As a daemon finds it: settled, so that the steps record it all.
 	time.Sleep(ch.ReconcileSettle() + 1100*time.Millisecond)
 
-	if r.catchUp, r.catchUpRSS, err = runBinary(ctx, o, dsn, "--flush-spool", stderr); err != nil {
+	if r.catchUp, r.catchUpRSS, err = runBinary(ctx, o, dsn, stderr, "--flush-spool"); err != nil {
 		return r, err
 	}
 	q := "SELECT count(), sum(duration_ms), max(duration_ms) FROM `" + o.database + "`.reconciles WHERE changed_snapshots + changed_ticks > 0"
@@ -300,10 +306,17 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 		return r, err
 	}
 	if len(o.history) > 0 {
-		if r.verify, r.verifyRSS, err = runBinary(ctx, o, dsn, "--verify", stderr); err != nil {
+		if r.verify, r.verifyRSS, r.verifyRead, err = verifyRun(ctx, o, conn, dsn, stderr, "--verify"); err != nil {
 			return r, err
 		}
-		fmt.Fprintf(stdout, "readsync --verify over the whole history: %s, peak RSS %.0f MiB\n\n", r.verify.Round(100*time.Millisecond), float64(r.verifyRSS)/1024)
+		fmt.Fprintf(stdout, "readsync --verify over the whole history: %s, peak RSS %.0f MiB, %d rows read\n", r.verify.Round(100*time.Millisecond),
+			float64(r.verifyRSS)/1024, r.verifyRead)
+		since := t0.Add(time.Duration(o.passes)*time.Minute - 48*time.Hour).Format(time.RFC3339)
+		if r.since, r.sinceRSS, r.sinceRead, err = verifyRun(ctx, o, conn, dsn, stderr, "--verify", "--since", since); err != nil {
+			return r, err
+		}
+		fmt.Fprintf(stdout, "readsync --verify --since %s (two days before the last pass): %s, peak RSS %.0f MiB, %d rows read\n\n", since,
+			r.since.Round(100*time.Millisecond), float64(r.sinceRSS)/1024, r.sinceRead)
 	}
 	return r, nil
 }
@@ -395,10 +408,29 @@ func importHistory(ctx context.Context, conn driver.Conn, database string, perMe
 	return nil
 }
 
+// verifyRun runs the binary with args, its statements logged, and returns
+// its wall time, its peak RSS in KiB and the rows the server read for it.
+func verifyRun(ctx context.Context, o options, conn driver.Conn, dsn string, stderr io.Writer, args ...string) (time.Duration, int64, uint64, error) {
+	meter, err := benchdb.StartReads(ctx, conn, o.database)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	logged, err := benchdb.LoggedDSN(dsn)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	wall, rss, err := runBinary(ctx, o, logged, stderr, args...)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	read, err := meter.Rows(ctx)
+	return wall, rss, read, err
+}
+
 // runBinary runs the binary with arg (--flush-spool with an empty spool,
 // which reconciles everything that changed before it exits, or --verify)
 // and returns its wall time and peak RSS in KiB.
-func runBinary(ctx context.Context, o options, dsn, arg string, stderr io.Writer) (time.Duration, int64, error) {
+func runBinary(ctx context.Context, o options, dsn string, stderr io.Writer, args ...string) (time.Duration, int64, error) {
 	dir, err := os.MkdirTemp("", "bench-catchup")
 	if err != nil {
 		return 0, 0, err
@@ -408,7 +440,8 @@ func runBinary(ctx context.Context, o options, dsn, arg string, stderr io.Writer
 	if err := os.WriteFile(schedules, []byte("schedules:\n  - name: bench\n    cron: \"@every 1m\"\n    nft_names: [p1.dmail]\n"), 0o644); err != nil {
 		return 0, 0, err
 	}
-	cmd := exec.CommandContext(ctx, o.bin, arg)
+	cmd := exec.CommandContext(ctx, o.bin, args...)
+	arg := strings.Join(args, " ")
 	cmd.Env = []string{
 		"READSYNC_CLICKHOUSE_DSN=" + dsn,
 		"READSYNC_SPOOL_DIR=" + filepath.Join(dir, "spool"),

@@ -114,8 +114,11 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "benchverify: filled in %s; migrating, which folds the history into the rollups …\n", time.Since(start).Round(time.Second))
 	start = time.Now()
-	if err := schema.Migrate(ctx, sc, derived.FoldGains); err != nil {
-		return fmt.Errorf("migrate: %w", err)
+	// By the binary: the folds of a large history take memory, and a
+	// child forked from a large bench reports the bench's size as its
+	// peak.
+	if _, _, _, err := runBinary(ctx, o, conn, dsn, []string{"--migrate"}, stderr); err != nil {
+		return err
 	}
 	if err := benchdb.WaitForMerges(ctx, conn, o.database, nil); err != nil {
 		return err
@@ -126,7 +129,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, "| run | wall | peak RSS | rows read |")
 	fmt.Fprintln(stdout, "|---|---|---|---|")
 	for _, args := range [][]string{{"--verify"}, {"--verify", "--since", o.since.String()}} {
-		wall, rss, read, err := verify(ctx, o, conn, dsn, args, stderr)
+		wall, rss, read, err := runBinary(ctx, o, conn, dsn, args, stderr)
 		if err != nil {
 			return err
 		}
@@ -161,9 +164,9 @@ SELECT concat('day-', toString(number)), 'daily', 'cron', toDateTime(%d + 86400 
 	return nil
 }
 
-// verify runs the binary with args and returns its wall time, its peak RSS
-// in KiB and the rows the server read meanwhile.
-func verify(ctx context.Context, o options, conn driver.Conn, dsn string, args []string, stderr io.Writer) (time.Duration, int64, uint64, error) {
+// runBinary runs the binary with args and returns its wall time, its peak
+// RSS in KiB and the rows the server read meanwhile.
+func runBinary(ctx context.Context, o options, conn driver.Conn, dsn string, args []string, stderr io.Writer) (time.Duration, int64, uint64, error) {
 	dir, err := os.MkdirTemp("", "bench-verify")
 	if err != nil {
 		return 0, 0, 0, err
@@ -173,14 +176,18 @@ func verify(ctx context.Context, o options, conn driver.Conn, dsn string, args [
 	if err := os.WriteFile(schedules, []byte("schedules:\n  - name: daily\n    cron: \"@daily\"\n    nft_names: [name-0.eth]\n"), 0o644); err != nil {
 		return 0, 0, 0, err
 	}
-	before, err := selectedRows(ctx, conn)
+	meter, err := benchdb.StartReads(ctx, conn, o.database)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	logged, err := benchdb.LoggedDSN(dsn)
 	if err != nil {
 		return 0, 0, 0, err
 	}
 	cmd := exec.CommandContext(ctx, o.bin, args...)
 	cmd.Env = []string{
 		// Logged, for a server that counts no SelectedRows.
-		"READSYNC_CLICKHOUSE_DSN=" + dsn + "?log_queries=1",
+		"READSYNC_CLICKHOUSE_DSN=" + logged,
 		"READSYNC_SPOOL_DIR=" + filepath.Join(dir, "spool"),
 		"READSYNC_SCHEDULES_FILE=" + schedules,
 		// Not reached: --verify reads only ClickHouse.
@@ -197,44 +204,15 @@ func verify(ctx context.Context, o options, conn driver.Conn, dsn string, args [
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("%s %s: %w\n%s", o.bin, joinArgs(args), err, out.String())
 	}
-	after, err := selectedRows(ctx, conn)
+	read, err := meter.Rows(ctx)
 	if err != nil {
 		return 0, 0, 0, err
-	}
-	if after == 0 {
-		if after, err = loggedRows(ctx, conn, o.database, start); err != nil {
-			return 0, 0, 0, err
-		}
 	}
 	var rss int64
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		rss = ru.Maxrss
 	}
-	return wall, rss, after - before, nil
-}
-
-// selectedRows is the server's count of rows read since it started, 0
-// when it keeps none (18.16; its query log serves instead).
-func selectedRows(ctx context.Context, conn driver.Conn) (uint64, error) {
-	var n uint64
-	if err := conn.QueryRow(ctx, "SELECT sum(value) FROM system.events WHERE event = 'SelectedRows'").Scan(&n); err != nil {
-		return 0, fmt.Errorf("read SelectedRows from system.events: %w", err)
-	}
-	return n, nil
-}
-
-// loggedRows adds up the rows read by the queries the server logged, of
-// database, since from: on a server that counts no SelectedRows.
-func loggedRows(ctx context.Context, conn driver.Conn, database string, from time.Time) (uint64, error) {
-	if err := conn.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
-		return 0, err
-	}
-	var n uint64
-	q := "SELECT sum(read_rows) FROM system.query_log WHERE type = 2 AND event_time >= ? AND position(query, ?) > 0"
-	if err := conn.QueryRow(ctx, q, from.Add(-time.Second), database).Scan(&n); err != nil {
-		return 0, fmt.Errorf("read the query log: %w", err)
-	}
-	return n, nil
+	return wall, rss, read, nil
 }
 
 func joinArgs(args []string) string {

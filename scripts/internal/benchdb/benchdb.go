@@ -179,3 +179,60 @@ func MergedSize(ctx context.Context, conn driver.Conn, database, table string) (
 	}
 	return rows, compressed, nil
 }
+
+// ReadMeter measures the rows a server read while another process ran
+// statements on database: the growth of SelectedRows in system.events
+// where the server counts it (current releases), else the read_rows of
+// the statements its query log holds for the database (18.16, where the
+// process's DSN must then carry log_queries=1, as LoggedDSN adds).
+type ReadMeter struct {
+	conn     driver.Conn
+	database string
+	start    time.Time
+	before   uint64
+}
+
+// StartReads starts a ReadMeter.
+func StartReads(ctx context.Context, conn driver.Conn, database string) (*ReadMeter, error) {
+	m := &ReadMeter{conn: conn, database: database, start: time.Now()}
+	var err error
+	m.before, err = m.selected(ctx)
+	return m, err
+}
+
+func (m *ReadMeter) selected(ctx context.Context) (uint64, error) {
+	var n uint64
+	if err := m.conn.QueryRow(ctx, "SELECT sum(value) FROM system.events WHERE event = 'SelectedRows'").Scan(&n); err != nil {
+		return 0, fmt.Errorf("read SelectedRows from system.events: %w", err)
+	}
+	return n, nil
+}
+
+// Rows returns the rows read since the meter started.
+func (m *ReadMeter) Rows(ctx context.Context) (uint64, error) {
+	after, err := m.selected(ctx)
+	if err != nil || after > 0 {
+		return after - m.before, err
+	}
+	if err := m.conn.Exec(ctx, "SYSTEM FLUSH LOGS"); err != nil {
+		return 0, err
+	}
+	var n uint64
+	q := "SELECT sum(read_rows) FROM system.query_log WHERE type = 2 AND event_time >= ? AND position(query, ?) > 0"
+	if err := m.conn.QueryRow(ctx, q, m.start.Add(-time.Second), m.database).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read the query log: %w", err)
+	}
+	return n, nil
+}
+
+// LoggedDSN is dsn with its statements logged in the server's query log.
+func LoggedDSN(dsn string) (string, error) {
+	u, err := parse(dsn)
+	if err != nil {
+		return "", err
+	}
+	q := u.Query()
+	q.Set("log_queries", "1")
+	u.RawQuery = q.Encode()
+	return u.String(), nil
+}
