@@ -62,10 +62,11 @@ const doneSoon = 3 * time.Second
 // newRefreshID names one refresh in the record of refreshes.
 func newRefreshID() uint64 { return rand.Uint64() }
 
-// recording reports whether refreshes are recorded here: on one server,
-// after migration 15. In cluster mode a read may find a replica behind,
-// so the reconcile recomputes every change, and nothing needs recording.
-func (h *History) recording() bool { return !h.names.Clustered() && !h.untipped }
+// tipped reports whether tips and the record of refreshes are kept here:
+// on one server, after migration 15. In cluster mode a read may find a
+// replica behind, so every write is refreshed from the stored history and
+// the reconcile recomputes every change: neither is needed.
+func (h *History) tipped() bool { return !h.names.Clustered() && !h.untipped }
 
 // recordStarts records that the recomputation id of projects from the
 // stored history starts, before it reads anything.
@@ -79,7 +80,7 @@ func (h *History) recordEnds(ctx context.Context, id uint64, projects []int64) e
 }
 
 func (h *History) recordRecomputation(ctx context.Context, kind uint8, id uint64, projects []int64) error {
-	if !h.recording() || len(projects) == 0 {
+	if !h.tipped() || len(projects) == 0 {
 		return nil
 	}
 	pt, err := chconn.ProjectsExt("recomputed", projects)
@@ -109,7 +110,7 @@ func (h *History) recomputing(ctx context.Context, id uint64, projects []int64, 
 // recordDone records the refresh id of the project snapshots of set,
 // whose reads began at prepared's time, as done.
 func (h *History) recordDone(ctx context.Context, id uint64, prepared *Prepared, set chconn.SnapshotSet) error {
-	if !h.recording() || prepared == nil || prepared.readAt == 0 || set.Len() == 0 {
+	if !h.tipped() || prepared == nil || prepared.readAt == 0 || set.Len() == 0 {
 		return nil
 	}
 	st, err := chconn.SnapshotsExt("done", set)
@@ -139,7 +140,7 @@ type refreshRecord struct {
 // step stops before it, and a later one judges it.
 func (h *History) leftToWriters(ctx context.Context, changes []SnapshotChange, horizon uint32) (map[SnapshotChange]bool, int, error) {
 	left := map[SnapshotChange]bool{}
-	if !h.recording() || len(changes) == 0 {
+	if !h.tipped() || len(changes) == 0 {
 		return left, len(changes), nil
 	}
 	done, err := h.writersRefreshes(ctx, changes)

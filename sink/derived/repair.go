@@ -152,7 +152,33 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.HourRefresh(h.names, hourWhere)); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.HourRollup, err)
 	}
-	return h.foldGainsOf(ctx, projects, keep.gains)
+	if err := h.foldGainsOf(ctx, projects, keep.gains); err != nil {
+		return err
+	}
+	return h.resetTips(ctx, projects)
+}
+
+// resetTips makes the next write of each of projects refresh from the
+// stored history: its tip may have been built on the rows the repair
+// found wrong, and a tip with a higher key than the one the fold wrote
+// would outlast it. The reset outranks every tip of the project's newest
+// snapshot; the refresh from the stored history writes the next tip at a
+// newer one.
+func (h *History) resetTips(ctx context.Context, projects []int64) error {
+	if !h.tipped() {
+		return nil
+	}
+	latest, err := h.latestOfMessages(ctx, projects)
+	if err != nil {
+		return err
+	}
+	resets := map[int64]string{}
+	for k, at := range latest {
+		if t, ok := resets[k.project]; !ok || resetTip(at) > t {
+			resets[k.project] = resetTip(at)
+		}
+	}
+	return h.writeTipStrings(ctx, resets)
 }
 
 // keptAtEdge is what a rebuild of some projects keeps where the raw rows

@@ -446,7 +446,7 @@ func (h *History) writeTips(ctx context.Context, tips map[int64]tip) error {
 
 // writeTipStrings writes encoded tips (or resets), by project.
 func (h *History) writeTipStrings(ctx context.Context, tips map[int64]string) error {
-	if len(tips) == 0 {
+	if len(tips) == 0 || !h.tipped() {
 		return nil
 	}
 	input, err := chconn.NewExtTable("tips", "project_id", "Int64", "tip", "String")
