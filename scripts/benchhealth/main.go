@@ -15,7 +15,8 @@
 // reads; the names read are written for the last -unmerged passes, the
 // rows name_successes holds before its merges keep each name's latest.
 // With -success-days, the names read are written once a day for that
-// many days before too, as a history of successes stored. Each query's
+// many days before too, as a history of successes stored, and merged
+// before the passes are written, as the server's merges would have. Each query's
 // time and the rows the server read for it (its progress) are reported.
 // It measures and asserts nothing: the exit code is 0 when every query ran.
 package main
@@ -90,6 +91,21 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	every := int(1 / o.failing)
 	now := time.Now().UTC().Truncate(time.Minute)
 	start := time.Now()
+	if o.successDays > 0 {
+		q := fmt.Sprintf("INSERT INTO `%s`.name_successes (nft, snapshot_at, schedule) "+
+			"SELECT concat('name-', toString(number %% %d), '.eth'), toDateTime(%d - 86400 * (1 + intDiv(number, %d))), 'every-minute' "+
+			"FROM numbers(%d) WHERE (number %% %d) %% %d != 0",
+			o.database, o.names, now.Unix()-int64(o.passes)*60, o.names, o.names*o.successDays, o.names, every)
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("write %d days of names read: %w", o.successDays, err)
+		}
+		// Days and months ago, the server's merges have long kept each
+		// name's latest success of them: what the last passes add on top
+		// is what is left unmerged.
+		if err := conn.Exec(ctx, "OPTIMIZE TABLE `"+o.database+"`.name_successes FINAL"); err != nil {
+			return fmt.Errorf("merge %d days of names read: %w", o.successDays, err)
+		}
+	}
 	for p := range o.passes {
 		at := now.Add(time.Duration(p-o.passes+1) * time.Minute).Unix()
 		q := fmt.Sprintf("INSERT INTO `%s`.name_failures (run_id, snapshot_at, shard, nft, stage, kind, http_status, attempts, error, schedule) "+
@@ -107,15 +123,6 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 			o.database, at, every, o.names-o.names/every)
 		if err := conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("write the names read at pass %d: %w", p, err)
-		}
-	}
-	if o.successDays > 0 {
-		q := fmt.Sprintf("INSERT INTO `%s`.name_successes (nft, snapshot_at, schedule) "+
-			"SELECT concat('name-', toString(number %% %d), '.eth'), toDateTime(%d - 86400 * (1 + intDiv(number, %d))), 'every-minute' "+
-			"FROM numbers(%d) WHERE (number %% %d) %% %d != 0",
-			o.database, o.names, now.Unix()-int64(o.passes)*60, o.names, o.names*o.successDays, o.names, every)
-		if err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("write %d days of names read: %w", o.successDays, err)
 		}
 	}
 	// Each pass's record in sync_runs, from three pods, which name_health
