@@ -45,7 +45,7 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 	atTip := prepared.atTip(written)
 	var rest []sink.Snapshot
 	for _, s := range written {
-		if atTip[s.ProjectID] == nil {
+		if !atTip.has(s.ProjectID) {
 			rest = append(rest, s)
 		}
 	}
@@ -60,7 +60,7 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 			return err
 		}
 	}
-	if err := h.refreshAtTip(ctx, prepared, atTip, schedule); err != nil {
+	if err := h.refreshAtTip(ctx, prepared, atTip, written, schedule); err != nil {
 		return err
 	}
 	return h.recordDone(ctx, id, prepared, writtenSnapshots(written))

@@ -1,6 +1,7 @@
 package derived
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"maps"
 	"math/big"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -42,15 +44,38 @@ import (
 // Prepared is what the refresh of a write read before the write (see
 // Prepare). Its zero value, or nil, read nothing: the refresh then
 // recomputes everything from the stored history.
+//
+// It lives from before the write's INSERTs to the end of its refresh,
+// beside the batch: its rows are kept flat and sorted, not in maps, so
+// that a pass's peak memory stays near its batch's.
 type Prepared struct {
 	// readAt is the server's time when it was read, before the write:
 	// the record of the refresh says the change it made came after.
 	readAt uint32
-	// latest holds each message's latest row, by project, for the
-	// projects read.
-	latest map[int64]map[int64]snapRow
+	// projects are the projects read, sorted.
+	projects []int64
+	// latest holds each message's latest row of the projects read,
+	// sorted by project and message.
+	latest []msgRow
 	// tips holds the tips of the projects read that have one.
 	tips map[int64]tip
+}
+
+// msgRow is a message's row, with its project and message.
+type msgRow struct {
+	project, message int64
+	snapRow
+}
+
+// latestOf returns the latest rows of project's messages, by message,
+// and whether the project was read.
+func (p *Prepared) latestOf(project int64) ([]msgRow, bool) {
+	if _, read := slices.BinarySearch(p.projects, project); !read {
+		return nil, false
+	}
+	lo := sort.Search(len(p.latest), func(i int) bool { return p.latest[i].project >= project })
+	hi := lo + sort.Search(len(p.latest)-lo, func(i int) bool { return p.latest[lo+i].project > project })
+	return p.latest[lo:hi], true
 }
 
 // Prepare reads, before the rows written are written, what their refresh
@@ -64,10 +89,9 @@ func (h *History) Prepare(ctx context.Context, written []sink.Snapshot) (*Prepar
 		return nil, nil
 	}
 	var projects []int64
-	for p := range oneWrites(written) {
-		projects = append(projects, p)
+	for _, w := range oneWrites(written) {
+		projects = append(projects, w.project)
 	}
-	slices.Sort(projects)
 	pt, err := chconn.ProjectsExt("tip_projects", projects)
 	if err != nil {
 		return nil, err
@@ -93,10 +117,7 @@ FROM
 		schema.RowUInt64("message_row", schema.RowSnapshotAt), schema.RowUInt64("message_row", schema.RowVersion),
 		schema.RowUInt64("message_row", schema.RowReadCount), schema.RowUInt64("message_row", schema.RowTotal),
 		h.names.Table(schema.LatestRollup), in)
-	p := &Prepared{latest: map[int64]map[int64]snapRow{}, tips: map[int64]tip{}}
-	for _, project := range projects {
-		p.latest[project] = map[int64]snapRow{}
-	}
+	p := &Prepared{projects: projects, tips: map[int64]tip{}}
 	err = chconn.QueryEach(chconn.WithExternal(ctx, pt), h.conn, q, func(rows driver.Rows) error {
 		var (
 			kind             uint8
@@ -115,61 +136,82 @@ FROM
 				p.tips[project] = tp
 			}
 		default:
-			p.latest[project][message] = snapRow{at: uint32(at), version: v, reads: r, total: t}
+			p.latest = append(p.latest, msgRow{project, message, snapRow{at: uint32(at), version: v, reads: r, total: t}})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, h.conn.Redact(fmt.Errorf("read the latest rows and tips of %d projects before a write: %w", len(projects), err))
 	}
+	slices.SortFunc(p.latest, msgRow.compare)
 	return p, nil
 }
 
-// oneWrite is a project's rows in a write that are all at one snapshot,
-// each message's newest, by message.
+func (a msgRow) compare(b msgRow) int {
+	return cmp.Or(cmp.Compare(a.project, b.project), cmp.Compare(a.message, b.message))
+}
+
+// oneWrite is a project's rows in a write that are all at one snapshot:
+// each message's newest, by message, as indexes of the rows written.
 type oneWrite struct {
-	at   uint32
-	rows map[int64]snapRow
+	project int64
+	at      uint32
+	rows    []int32
 }
 
 // oneWrites returns the projects of written whose rows are all at one
-// snapshot: those a refresh at the tip may take.
-func oneWrites(written []sink.Snapshot) map[int64]*oneWrite {
-	out := map[int64]*oneWrite{}
-	mixed := map[int64]bool{}
-	for i := range written {
-		s := &written[i]
-		if mixed[s.ProjectID] {
-			continue
+// snapshot, those a refresh at the tip may take, by project. It holds
+// an index of the rows, not a copy of them.
+func oneWrites(written []sink.Snapshot) []oneWrite {
+	idx := make([]int32, len(written))
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	// By project and message, each message's highest version first.
+	slices.SortFunc(idx, func(a, b int32) int {
+		x, y := &written[a], &written[b]
+		return cmp.Or(cmp.Compare(x.ProjectID, y.ProjectID), cmp.Compare(x.MessageID, y.MessageID), cmp.Compare(y.Version, x.Version))
+	})
+	var out []oneWrite
+	for lo := 0; lo < len(idx); {
+		project := written[idx[lo]].ProjectID
+		hi, at, one := lo, written[idx[lo]].SnapshotAt, true
+		for ; hi < len(idx) && written[idx[hi]].ProjectID == project; hi++ {
+			one = one && written[idx[hi]].SnapshotAt == at
 		}
-		w := out[s.ProjectID]
-		r := snapRow{at: uint32(s.SnapshotAt), version: s.Version, reads: s.ReadCount, total: s.Total}
-		switch {
-		case w == nil:
-			out[s.ProjectID] = &oneWrite{at: r.at, rows: map[int64]snapRow{s.MessageID: r}}
-		case w.at != r.at:
-			mixed[s.ProjectID] = true
-			delete(out, s.ProjectID)
-		default:
-			if old, ok := w.rows[s.MessageID]; !ok || r.version > old.version {
-				w.rows[s.MessageID] = r
+		if one {
+			rows := idx[lo:lo]
+			for _, i := range idx[lo:hi] {
+				if len(rows) == 0 || written[rows[len(rows)-1]].MessageID != written[i].MessageID {
+					rows = append(rows, i)
+				}
 			}
+			out = append(out, oneWrite{project: project, at: uint32(at), rows: rows})
 		}
+		lo = hi
 	}
 	return out
+}
+
+// tipWrites are the writes a refresh at the tip takes, by project.
+type tipWrites []oneWrite
+
+func (t tipWrites) has(project int64) bool {
+	_, ok := slices.BinarySearchFunc(t, project, func(w oneWrite, p int64) int { return cmp.Compare(w.project, p) })
+	return ok
 }
 
 // atTip returns the writes of written that a refresh at the tip takes:
 // a project's one write at a snapshot newer than all its messages' latest
 // rows, whose tip is at the newest of those (or that has neither: a new
 // project).
-func (p *Prepared) atTip(written []sink.Snapshot) map[int64]*oneWrite {
-	out := map[int64]*oneWrite{}
-	if p == nil || p.latest == nil {
-		return out
+func (p *Prepared) atTip(written []sink.Snapshot) tipWrites {
+	if p == nil || p.projects == nil {
+		return nil
 	}
-	for project, w := range oneWrites(written) {
-		latest, read := p.latest[project]
+	var out tipWrites
+	for _, w := range oneWrites(written) {
+		latest, read := p.latestOf(w.project)
 		if !read {
 			continue
 		}
@@ -177,37 +219,64 @@ func (p *Prepared) atTip(written []sink.Snapshot) map[int64]*oneWrite {
 		for _, r := range latest {
 			newest = max(newest, r.at)
 		}
-		t, hasTip := p.tips[project]
+		t, hasTip := p.tips[w.project]
 		switch {
 		case len(latest) == 0 && !hasTip:
 		case len(latest) == 0, w.at <= newest, !hasTip, t.at != newest:
 			continue
 		}
-		out[project] = w
+		out = append(out, w)
 	}
 	return out
+}
+
+// eachMessage calls f for each message of a write at the tip or of its
+// project's latest rows, in order: cur is its row written (nil for
+// none), prev its latest row before the write (nil for none).
+func eachMessage(w oneWrite, written []sink.Snapshot, latest []msgRow, f func(cur, prev *snapRow)) {
+	i, j := 0, 0
+	for i < len(w.rows) || j < len(latest) {
+		var cur, prev *snapRow
+		var m int64
+		switch {
+		case j == len(latest):
+			m = written[w.rows[i]].MessageID
+		case i == len(w.rows):
+			m = latest[j].message
+		default:
+			m = min(written[w.rows[i]].MessageID, latest[j].message)
+		}
+		if i < len(w.rows) && written[w.rows[i]].MessageID == m {
+			s := &written[w.rows[i]]
+			cur = &snapRow{at: uint32(s.SnapshotAt), version: s.Version, reads: s.ReadCount, total: s.Total}
+			i++
+		}
+		if j < len(latest) && latest[j].message == m {
+			prev = &latest[j].snapRow
+			j++
+		}
+		f(cur, prev)
+	}
 }
 
 // refreshAtTip refreshes the writes of tips from p: the gains at each
 // snapshot, the values and gains of its day and hour, and the project's
 // new tip.
-func (h *History) refreshAtTip(ctx context.Context, p *Prepared, tips map[int64]*oneWrite, schedule string) error {
+func (h *History) refreshAtTip(ctx context.Context, p *Prepared, tips tipWrites, written []sink.Snapshot, schedule string) error {
 	if len(tips) == 0 {
 		return nil
 	}
 	sums := map[gainTarget]*gainSum{}
 	schedules := map[gainTarget]string{}
-	for project, w := range tips {
+	for _, w := range tips {
 		g := &gainSum{}
-		latest := p.latest[project]
-		for _, m := range slices.Sorted(maps.Keys(w.rows)) {
-			var prev *snapRow
-			if r, ok := latest[m]; ok {
-				prev = &r
+		latest, _ := p.latestOf(w.project)
+		eachMessage(w, written, latest, func(cur, prev *snapRow) {
+			if cur != nil {
+				g.add(*cur, prev)
 			}
-			g.add(w.rows[m], prev)
-		}
-		t := gainTarget{project, w.at}
+		})
+		t := gainTarget{w.project, w.at}
 		sums[t] = g
 		if schedule != "" {
 			schedules[t] = schedule
@@ -223,15 +292,16 @@ func (h *History) refreshAtTip(ctx context.Context, p *Prepared, tips map[int64]
 		gainSum = map[chconn.Period]map[chconn.ProjectDay]*daySum{chconn.Day: {}, chconn.Hour: {}}
 		newTips = map[int64]tip{}
 	)
-	for _, t := range slices.SortedFunc(maps.Keys(sums), gainTarget.compare) {
-		w, latest := tips[t.project], p.latest[t.project]
+	for _, w := range tips {
+		t := gainTarget{w.project, w.at}
+		latest, _ := p.latestOf(w.project)
 		row := gainRowOf(t, sums[t], schedules[t], ticks)
 		gains = append(gains, row)
 		next := tip{at: t.at}
 		old, hasTip := p.tips[t.project]
 		for _, period := range []chconn.Period{chconn.Day, chconn.Hour} {
 			pd := chconn.ProjectDay{Project: t.project, Day: period.Of(t.at)}
-			values[period][pd] = periodValuesAt(period, t.at, w.rows, latest)
+			values[period][pd] = periodValuesAt(period, w, written, latest)
 			s := newDaySum()
 			if hasTip && period.Of(old.at) == pd.Day {
 				s = old.sums(period).clone()
@@ -300,21 +370,21 @@ func (v periodValues) key() string {
 	return fmt.Sprintf("%020d%020d%020d%020d", v.messages+offset, v.ats+offset, v.versionsHi+offset, v.versionsLo+offset)
 }
 
-// periodValuesAt returns the values of the period of p that holds at,
-// the newest snapshot of the project, from the rows written there and
+// periodValuesAt returns the values of the period of p that holds w's
+// snapshot, the newest of the project, from the rows written there and
 // the messages' latest rows before: each message's last row of the
-// period is its row at at, or else its latest row, if that lies in the
+// period is its row written, or else its latest row, if that lies in the
 // period.
-func periodValuesAt(p chconn.Period, at uint32, written, latest map[int64]snapRow) periodValues {
+func periodValuesAt(p chconn.Period, w oneWrite, written []sink.Snapshot, latest []msgRow) periodValues {
 	var v periodValues
-	for m, r := range latest {
-		if _, ok := written[m]; !ok && p.Of(r.at) == p.Of(at) {
-			v.add(r)
+	eachMessage(w, written, latest, func(cur, prev *snapRow) {
+		switch {
+		case cur != nil:
+			v.add(*cur)
+		case p.Of(prev.at) == p.Of(w.at):
+			v.add(*prev)
 		}
-	}
-	for _, r := range written {
-		v.add(r)
-	}
+	})
 	return v
 }
 

@@ -1,11 +1,14 @@
 package derived
 
 import (
+	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/schema"
 )
 
@@ -69,5 +72,66 @@ func TestPeriodValuesKey(t *testing.T) {
 	}
 	if got := schema.HourRowOf(want, 2, 7, 20); len(got) != len(want)+24 || got[:len(want)] != want {
 		t.Errorf("hour row %q", got)
+	}
+}
+
+// A write at the tip is a project's rows all at one snapshot, each
+// message's highest version once, in message order; a project written at
+// two snapshots is none, and the rows of other projects between its own
+// do not split it.
+func TestOneWrites(t *testing.T) {
+	row := func(project, message int64, at sink.Time, version uint64) sink.Snapshot {
+		return sink.Snapshot{ProjectID: project, MessageID: message, SnapshotAt: at, Version: version, ReadCount: version * 10}
+	}
+	written := []sink.Snapshot{
+		row(2, 9, 100, 1),
+		row(1, 5, 100, 1),
+		row(2, 3, 100, 1),
+		row(3, 1, 100, 1),
+		row(2, 9, 100, 4), // a newer version of message 9
+		row(3, 1, 160, 2), // project 3 at two snapshots
+		row(2, 9, 100, 2),
+	}
+	var got []string
+	for _, w := range oneWrites(written) {
+		var rows []string
+		for _, i := range w.rows {
+			rows = append(rows, fmt.Sprintf("%d@v%d", written[i].MessageID, written[i].Version))
+		}
+		got = append(got, fmt.Sprintf("project %d at %d: %s", w.project, w.at, strings.Join(rows, " ")))
+	}
+	want := []string{"project 1 at 100: 5@v1", "project 2 at 100: 3@v1 9@v4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("oneWrites:\n got %q\nwant %q", got, want)
+	}
+}
+
+// Each message of a write or of its project's latest rows is seen once,
+// in order, with its row written and its latest row before.
+func TestEachMessage(t *testing.T) {
+	written := []sink.Snapshot{
+		{ProjectID: 1, MessageID: 4, SnapshotAt: 200, Version: 7, ReadCount: 40},
+		{ProjectID: 1, MessageID: 2, SnapshotAt: 200, Version: 7, ReadCount: 20},
+	}
+	w := oneWrites(written)[0]
+	latest := []msgRow{
+		{1, 1, snapRow{at: 100, reads: 1}},
+		{1, 2, snapRow{at: 100, reads: 2}},
+		{1, 9, snapRow{at: 50, reads: 9}},
+	}
+	var got []string
+	eachMessage(w, written, latest, func(cur, prev *snapRow) {
+		s := "-"
+		if cur != nil {
+			s = fmt.Sprint(cur.reads)
+		}
+		if prev != nil {
+			s += fmt.Sprintf("/%d", prev.reads)
+		}
+		got = append(got, s)
+	})
+	want := []string{"-/1", "20/2", "40", "-/9"}
+	if !slices.Equal(got, want) {
+		t.Errorf("eachMessage: got %q, want %q", got, want)
 	}
 }
