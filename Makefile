@@ -1,4 +1,5 @@
-# readsync: `make demo` runs the whole job locally; `make test` runs every test.
+# readsync: `make demo` runs the whole job locally; `make test` runs the tests on the
+# current ClickHouse in about ten minutes; `make test-all` runs the whole matrix (CI).
 SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
@@ -66,7 +67,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test checks stop tools lint unit fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test test-all checks stop tools fmt vet lint unit unit-current fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -74,11 +75,20 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/readsync ./cmd/readsync
 	$(GO) build -o $(BIN)/fakeupstream ./cmd/fakeupstream
 
-## test: installs the tools the tests run, then formatting, vet, staticcheck, unit and integration tests
-## against a real ClickHouse, brief fuzzing; then stops the servers it started, whether the tests passed or not.
-# A server that ran before (`make clickhouse`, `make cluster`, a run of
-# `make test` interrupted) is left running: it may be someone's.
+## test: formatting, vet, and every unit and integration test against the current ClickHouse (26.7),
+## which it starts itself; then stops what it started. About ten minutes on a fresh machine.
+# A server that ran before (`make clickhouse`, a run interrupted) is left
+# running: it may be someone's.
 test:
+	@ran=""; scripts/clickhouse.sh status >/dev/null 2>&1 && ran="current"; \
+	status=0; $(MAKE) --no-print-directory fmt vet unit-current || status=$$?; \
+	[ -n "$$ran" ] || scripts/clickhouse.sh stop; \
+	exit $$status
+
+## test-all: the whole matrix, what CI runs: the pinned tools, formatting, vet, staticcheck, every test on
+## ClickHouse 18.16 and its cluster with the race detector, the ClickHouse tests on 26.7 with the cluster
+## DDL check, the manifest and alert tests with their tools required, fuzzing; then stops what it started.
+test-all:
 	@ran=""; \
 	READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh status >/dev/null 2>&1 && ran="$$ran old"; \
 	scripts/clickhouse.sh status >/dev/null 2>&1 && ran="$$ran current"; \
@@ -103,10 +113,14 @@ tools:
 	@GO=$(GO) scripts/tools.sh ensure
 	@scripts/prometheus.sh ensure
 
-lint: tools
+fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+
+vet:
 	$(GO) vet ./...
+
+lint: tools fmt vet
 	staticcheck ./...
 
 # The integration tests run twice, once on each ClickHouse release readsync is
@@ -143,6 +157,21 @@ unit: tools
 	READSYNC_TEST_CLICKHOUSE_DSN=$$current READSYNC_TEST_CLICKHOUSE_LACKS="$$current_lacks" \
 	READSYNC_REQUIRE_CLUSTER_DDL=1 \
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT_CURRENT) $(CH_PACKAGES)
+
+# make test's one run: every package against the current release, without
+# the race detector and without requiring the tools (the tests of a tool not
+# on PATH skip; make test-all requires them). Its cluster-mode DDL check
+# needs ZooKeeper, which only make test-all starts.
+unit-current:
+	@current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
+	current_lacks=$$(scripts/clickhouse.sh lacks); \
+	export READSYNC_REQUIRE_CLICKHOUSE=1; \
+	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
+		export READSYNC_TEST_CLICKHOUSE_READER=readsync_reader READSYNC_REQUIRE_CLICKHOUSE_READER=1; \
+	fi; \
+	echo "== the current ClickHouse ($$current): every test"; \
+	READSYNC_TEST_CLICKHOUSE_DSN=$$current READSYNC_TEST_CLICKHOUSE_LACKS="$$current_lacks" \
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT_CURRENT) ./...
 
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
