@@ -67,7 +67,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test test-all checks stop tools fmt vet lint unit unit-current fuzz demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test test-all checks stop tools fmt vet lint unit unit-current fuzz manifests demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -179,6 +179,12 @@ fuzz:
 		echo "fuzz $$pkg $$fn ($(FUZZTIME))"; \
 		out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -timeout $(TEST_TIMEOUT_FUZZ) 2>&1) || { echo "$$out"; exit 1; }; \
 	done
+
+## manifests: writes the files of deployments/ that repeat another of the repository (kustomize and helm
+## read none outside their directories) from their sources: the alerts, the dashboard, the example schedules.
+# Edit the sources, then run it; TestGeneratedFilesUpToDate (deployments) fails until then.
+manifests:
+	$(GO) run ./scripts/manifests
 
 ## demo: fake upstream + local ClickHouse + three backfills + a read-trend table + --verify.
 demo: build

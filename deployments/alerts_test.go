@@ -30,7 +30,7 @@ import (
 
 const (
 	// rulesFile is the shipped rule file; the kustomize component and the
-	// Helm chart carry copies of its groups.
+	// Helm chart carry copies of its groups, which `make manifests` generates.
 	rulesFile = "prometheus/readsync.rules.yaml"
 	// rulesTestFile holds the promtool unit tests of rulesFile.
 	rulesTestFile = "prometheus/readsync.rules.test.yaml"

@@ -6,7 +6,6 @@ package deployments_test
 // repository ships them.
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -30,7 +29,8 @@ import (
 )
 
 // dashboardFile is the repository's dashboard, of which the chart holds a
-// copy (helm reads no file outside the chart), as it does of rulesFile.
+// copy (helm reads no file outside the chart), as it does of rulesFile;
+// `make manifests` generates both copies (TestGeneratedFilesUpToDate).
 const dashboardFile = "grafana/readsync.json"
 
 // chartEverything enables every optional object of the chart.
@@ -39,23 +39,6 @@ var chartEverything = []string{
 	"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.podMonitor.enabled=true",
 	"--set", "prometheusRule.enabled=true", "--set", "grafanaDashboard.enabled=true",
 	"--set", "networkPolicy.enabled=true", "--set", "verify.enabled=true",
-}
-
-func TestChartFileCopies(t *testing.T) {
-	for _, source := range []string{rulesFile, dashboardFile} {
-		cp := filepath.Join(deploytest.Chart, "files", filepath.Base(source))
-		a, err := os.ReadFile(source)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(a, b) {
-			t.Errorf("%s differs from %s; copy it again (helm reads no file outside the chart)", cp, source)
-		}
-	}
 }
 
 // The rule file loads in Prometheus as it is: promtool checks its PromQL,

@@ -54,23 +54,6 @@ const (
 	containerName = "readsync"
 )
 
-func TestManifestSchedulesCopy(t *testing.T) {
-	root, err := os.ReadFile("../schedules.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cp := range []string{filepath.Join(deploytest.Base, "schedules.yaml"), filepath.Join(deploytest.Chart, "files", "schedules.yaml")} {
-		b, err := os.ReadFile(cp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(root, b) {
-			t.Errorf("%s differs from schedules.yaml; copy it again "+
-				"(kustomize and helm read no file outside their directory)", cp)
-		}
-	}
-}
-
 func TestManifestSecretExample(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(deploytest.Base, "secret.example.yaml"))
 	if err != nil {

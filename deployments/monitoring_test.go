@@ -34,8 +34,8 @@ func TestManifestMonitoring(t *testing.T) {
 	rule := deploytest.Find[monitoringv1.PrometheusRule](t, m, "readsync")
 	shipped := shippedRules(t)
 	if !reflect.DeepEqual(rule.Spec, shipped) {
-		t.Errorf("PrometheusRule readsync differs from %s; copy its groups again "+
-			"(kustomize reads no file outside the component's directory): %s", rulesFile, firstDifference(rule.Spec, shipped))
+		t.Errorf("PrometheusRule readsync differs from %s; run `make manifests`, which generates "+
+			"it from that file (kustomize reads no file outside the component's directory): %s", rulesFile, firstDifference(rule.Spec, shipped))
 	}
 
 	pm := deploytest.Find[monitoringv1.PodMonitor](t, m, "readsync")
