@@ -41,8 +41,6 @@ import (
 	"github.com/readsync/readsync/internal/apptest"
 	"github.com/readsync/readsync/internal/config"
 	"github.com/readsync/readsync/internal/shard"
-
-	rsync "github.com/readsync/readsync/sync"
 )
 
 const (
@@ -232,7 +230,7 @@ func checkDaemon(t *testing.T, m deploytest.Manifests, name string, replicas int
 		// The count is the StatefulSet's replicas however they change, so
 		// the pod reads it rather than carrying a copy.
 		want := shard.Member{Pod: p.Name, Set: s.Name, Ordinal: uint32(ordinal)}
-		if cfg.Member == nil || *cfg.Member != want || cfg.ShardOf.Count != 0 {
+		if cfg.Member == nil || *cfg.Member != want || cfg.ShardOf != shard.All() {
 			t.Errorf("%s: pod %s takes shard %v of StatefulSet %+v, want its ordinal of its StatefulSet's replicas (%+v)",
 				what, p.Name, cfg.ShardOf, cfg.Member, want)
 		}
@@ -360,7 +358,7 @@ func checkBackfill(t *testing.T, m deploytest.Manifests, name string, n int, sec
 		if p.Spec.AutomountServiceAccountToken == nil || *p.Spec.AutomountServiceAccountToken {
 			t.Errorf("%s index %d mounts a service account token; a backfill never calls the Kubernetes API", what, index)
 		}
-		if want := (rsync.Shard{Index: uint32(index), Count: uint32(n)}); n > 1 && cfg.ShardOf != want {
+		if want := (shard.Share{Index: uint32(index), Count: uint32(n)}); n > 1 && cfg.ShardOf != want {
 			t.Errorf("%s: index %d takes shard %v, want %v", what, index, cfg.ShardOf, want)
 		}
 		mount, vol := deploytest.MountOf(&p.Spec, cfg.SpoolDir)

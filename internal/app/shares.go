@@ -16,7 +16,7 @@ import (
 // server. m receives the share of every pass.
 func newShareSource(build Build, cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (shard.Source, error) {
 	if cfg.Member == nil {
-		s := shard.Of(cfg.ShardOf)
+		s := cfg.ShardOf
 		m.ObserveShare(s)
 		return s, nil
 	}

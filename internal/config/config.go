@@ -97,9 +97,9 @@ type Config struct {
 	Env
 	Location *time.Location
 	LogLevel slog.Level
-	// ShardOf is READSYNC_SHARD parsed; the zero Shard owns every name.
-	ShardOf sync.Shard
-	// Member is set, and ShardOf zero, when READSYNC_SHARD is
+	// ShardOf is a fixed READSYNC_SHARD parsed: shard.All when unset.
+	ShardOf shard.Share
+	// Member is set, and ShardOf all, when READSYNC_SHARD is
 	// <pod>/statefulset: the count is then read from the API server.
 	Member *shard.Member
 	DSN    chconn.DSN // zero in dry-run mode
@@ -350,13 +350,14 @@ func (c *Config) checkRanges(p *problems, decoded map[string]bool) {
 // parseShard parses READSYNC_SHARD into Member or ShardOf, and checks that
 // a StatefulSet member can reach the Kubernetes API with its service account.
 func (c *Config) parseShard(p *problems, decoded map[string]bool) {
+	c.ShardOf = shard.All()
 	p.check(decoded, "READSYNC_SHARD", func() bool {
 		if m, ok, err := shard.ParseMember(c.Shard); ok {
 			c.Member = &m
 			return err == nil
 		}
-		shard, err := sync.ParseShard(c.Shard)
-		c.ShardOf = shard
+		s, err := shard.Parse(c.Shard)
+		c.ShardOf = s
 		return err == nil
 	}, shardForm)
 	if c.Member != nil && decoded["KUBERNETES_SERVICE_HOST"] && (c.KubernetesHost == "" || c.KubernetesPort == "") {

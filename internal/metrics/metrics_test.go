@@ -8,7 +8,6 @@ import (
 
 	"github.com/readsync/readsync/internal/metrics"
 	"github.com/readsync/readsync/internal/shard"
-	"github.com/readsync/readsync/sync"
 )
 
 // The shard gauges say which part of the names a pod handles, so that an
@@ -26,12 +25,12 @@ func TestShardMetrics(t *testing.T) {
 	}
 	// A StatefulSet's pod reports the count it used at its last pass.
 	for _, tt := range tests {
-		s, err := sync.ParseShard(tt.shard)
+		s, err := shard.Parse(tt.shard)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := metrics.New("dev", "unknown")
-		m.ObserveShare(shard.Of(s))
+		m.ObserveShare(s)
 		families, err := m.Registry().Gather()
 		if err != nil {
 			t.Fatal(err)

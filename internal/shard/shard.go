@@ -7,13 +7,12 @@ package shard
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strconv"
 	"strings"
 	gosync "sync"
 	"time"
-
-	"github.com/readsync/readsync/sync"
 )
 
 // Share is the part of the scheduled names one pass takes: shard Index of
@@ -24,20 +23,62 @@ type Share struct{ Index, Count uint32 }
 // All is the share of a process that is not sharded: every name.
 func All() Share { return Share{Index: 0, Count: 1} }
 
-// Of is the share of a fixed READSYNC_SHARD.
-func Of(s sync.Shard) Share {
-	if s.Count <= 1 {
-		return All()
+// Parse reads a fixed READSYNC_SHARD, "i/n" with 0 <= i < n, where i may
+// also be a name ending in "-i", such as the pod name "readsync-2" of a
+// StatefulSet's third pod: "readsync-2/3" is share 2 of 3. That lets a pod
+// spec set READSYNC_SHARD to "$(POD_NAME)/n" and every pod find its own
+// index. The empty string is All.
+func Parse(s string) (Share, error) {
+	if s == "" {
+		return All(), nil
 	}
-	return Share{Index: s.Index, Count: s.Count}
+	is, ns, ok := strings.Cut(s, "/")
+	is = strings.TrimSpace(is)
+	if j := strings.LastIndexByte(is, '-'); j > 0 {
+		is = is[j+1:] // a pod name: its ordinal is the part after the last '-'
+	}
+	i, ierr := strconv.ParseUint(is, 10, 32)
+	n, nerr := strconv.ParseUint(strings.TrimSpace(ns), 10, 32)
+	if !ok || ierr != nil || nerr != nil {
+		return Share{}, fmt.Errorf("shard %q: want i/n, or a pod name ending in -i followed by /n "+
+			"(e.g. 0/3 or readsync-0/3)", s)
+	}
+	if n == 0 || i >= n {
+		return Share{}, fmt.Errorf("shard %q: want 0 <= i < n (e.g. 2/3 for the last of three)", s)
+	}
+	return Share{Index: uint32(i), Count: uint32(n)}, nil
+}
+
+// Owns reports whether the name belongs to the share: its FNV-1a hash
+// modulo Count is Index. The hash is of the name's bytes, so it is stable
+// across processes, versions and machines.
+func (s Share) Owns(name string) bool {
+	switch {
+	case s.Index >= s.Count:
+		return false
+	case s.Count == 1:
+		return true
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return uint32(h.Sum64()%uint64(s.Count)) == s.Index
 }
 
 // Filter returns the names of the share, in their order.
 func (s Share) Filter(names []string) []string {
-	if s.Index >= s.Count {
+	switch {
+	case s.Index >= s.Count:
 		return nil
+	case s.Count == 1:
+		return names
 	}
-	return sync.Shard{Index: s.Index, Count: s.Count}.Filter(names)
+	out := make([]string, 0, len(names)/int(s.Count)+1)
+	for _, n := range names {
+		if s.Owns(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // String is "i/n", "all" for every name, or "none (i/n)" for a pod beyond

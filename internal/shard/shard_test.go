@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/readsync/readsync/internal/shard"
-	"github.com/readsync/readsync/sync"
 )
 
 func TestParseMember(t *testing.T) {
@@ -127,7 +126,7 @@ func TestStringAndLabel(t *testing.T) {
 		str, label string
 	}{
 		{shard.All(), "all", ""},
-		{shard.Of(sync.Shard{Index: 0, Count: 1}), "all", ""},
+		{shard.Share{Index: 0, Count: 1}, "all", ""},
 		{shard.Share{Index: 1, Count: 3}, "1/3", "1/3"},
 		{shard.Share{Index: 3, Count: 3}, "none (3/3)", "3/3"},
 	} {
