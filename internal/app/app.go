@@ -120,9 +120,6 @@ type app struct {
 	shares shard.Source
 	stdout io.Writer
 	stderr io.Writer
-	// passed is signalled, without waiting, when a cron pass has ended:
-	// the names' health may have changed (see nameHealthLoop).
-	passed chan struct{}
 }
 
 func newApp(build Build, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
@@ -135,7 +132,7 @@ func newApp(build Build, cfg *config.Config, log *slog.Logger, stdout, stderr io
 	if err != nil {
 		return nil, err
 	}
-	return &app{build: build, cfg: cfg, log: log, api: api, metrics: m, shares: shares, stdout: stdout, stderr: stderr, passed: make(chan struct{}, 1)}, nil
+	return &app{build: build, cfg: cfg, log: log, api: api, metrics: m, shares: shares, stdout: stdout, stderr: stderr}, nil
 }
 
 // configFailed reports configuration the mode found unusable once it

@@ -107,7 +107,8 @@ func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Sche
 	reconciler := a.reconcileLoop(st.ch)
 	background.Go(func() { reconciler.Run(ctx) })
 	background.Go(func() { a.resortLoop(ctx, st.ch) })
-	background.Go(func() { a.nameHealthLoop(ctx, st.ch) })
+	health, readHealth := a.nameHealthLoop(st.ch)
+	background.Go(func() { health.Run(ctx, readHealth) })
 	background.Go(func() { a.expiryLoop(ctx, st.ch) })
 
 	// Every tick is accounted for in sync_runs: those nobody ran while
@@ -118,8 +119,10 @@ func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Sche
 		func(s sync.Schedule, tick time.Time) {
 			a.cronPass(passCtx, syncer, resolver, s, tick)
 			// The pass's writes are the reconcile's to check, in its own
-			// loop: the next tick never waits for it.
+			// loop: the next tick never waits for it; and the names'
+			// health may have changed.
 			reconciler.Wake()
+			health.Wake()
 		},
 		func(s sync.Schedule, tick time.Time) { a.skippedTick(passCtx, syncer, s, tick) })
 	a.log.Info("daemon started", "schedules", len(schedules), "shard", a.shardSetting(sh), "version", a.build.Version)
@@ -260,10 +263,6 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, resolver *sync.
 	})
 	if err != nil {
 		a.log.Error("pass could not be recorded", "schedule", s.Name, "err", err)
-	}
-	select {
-	case a.passed <- struct{}{}:
-	default: // one is waiting already
 	}
 }
 

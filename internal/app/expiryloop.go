@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/readsync/readsync/internal/loop"
+
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/expiry"
 )
@@ -27,38 +29,25 @@ const (
 func (a *app) expiryLoop(ctx context.Context, ch *clickhouse.ClickHouse) {
 	policy := a.retention()
 	a.metrics.ArmExpiry(policy)
-	for !ch.Migrated() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
 	owner := a.reconcileOwner()
-	t := time.NewTicker(expiryInterval)
-	defer t.Stop()
-	for {
-		// A run under way at shutdown is let finish: a drop cut off leaves
-		// the server with a statement its client dropped.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), expiryTimeout)
+	// A run under way at shutdown is let finish: a drop cut off leaves
+	// the server with a statement its client dropped. A run's failures
+	// are its own to report; the loop only paces the runs.
+	r := loop.New(loop.Config{Ready: ch.Migrated, ReadyEvery: time.Second, Timeout: expiryTimeout, Grace: expiryTimeout})
+	r.Run(ctx, func(rctx context.Context) (loop.Next, error) {
 		if !policy.Empty() {
 			a.expireOnce(rctx, ch, owner)
 		}
 		parts, err := ch.StoredPartitions(rctx)
-		cancel()
 		if ctx.Err() != nil {
-			return
+			return loop.Next{}, nil
 		}
 		if err != nil {
 			a.log.Warn("reading the history's partitions failed; its size's metrics are left out until it answers", "err", err)
 		}
 		a.metrics.ObserveStored(parts, err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+		return loop.Next{Wait: expiryInterval}, nil
+	})
 }
 
 // expireOnce runs expiry once as owner, unless another daemon holds it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/readsync/readsync/internal/loop"
+
 	"github.com/readsync/readsync/sink/clickhouse"
 )
 
@@ -22,37 +24,20 @@ const nameHealthTimeout = 30 * time.Second
 // cron pass of this process, and every nameHealthInterval for the other
 // pods' passes. The counts come from the database, not from this
 // process's passes: they hold every pod's names, and a restart keeps
-// them.
-func (a *app) nameHealthLoop(ctx context.Context, ch *clickhouse.ClickHouse) {
-	for !ch.Migrated() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-	t := time.NewTicker(nameHealthInterval)
-	defer t.Stop()
-	for {
-		// A read in flight at shutdown is let finish: cut off, it would
-		// drop its connection in the middle of a statement.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), nameHealthTimeout)
-		health, err := ch.NamesFailing(rctx, uint64(a.cfg.NamesNotReadPasses))
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
+// them. It returns the loop and its step: the daemon runs one with the
+// other, and wakes the loop when one of its cron passes ends.
+func (a *app) nameHealthLoop(ch *clickhouse.ClickHouse) (*loop.Runner, loop.Step) {
+	// A read in flight at shutdown is let finish: cut off, it would drop
+	// its connection in the middle of a statement.
+	r := loop.New(loop.Config{Ready: ch.Migrated, ReadyEvery: time.Second, Timeout: nameHealthTimeout, Grace: nameHealthTimeout})
+	return r, func(ctx context.Context) (loop.Next, error) {
+		health, err := ch.NamesFailing(ctx, uint64(a.cfg.NamesNotReadPasses))
+		if err != nil {
 			a.log.Warn("reading the failing names from name_health failed; the names' metrics are left out until it answers", "err", err)
 			a.metrics.ForgetNameHealth()
-		default:
+		} else {
 			a.metrics.ObserveNameHealth(health)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-a.passed:
-		}
+		return loop.Next{Wait: nameHealthInterval}, nil
 	}
 }

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/readsync/readsync/internal/backoffpolicy"
+	"github.com/readsync/readsync/internal/loop"
 )
 
 // Stepper runs one reconcile step as owner (see History.ReconcileStep);
@@ -47,14 +47,15 @@ type LoopConfig struct {
 }
 
 // Loop is the reconcile of a daemon: a loop of its own beside the passes,
-// which never waits for it. It runs steps back to back while changes
-// wait older than the horizon, so that any backlog drains, then sleeps
-// until a Wake (a pass wrote), until the changes it left are old enough
-// to read, or for Idle. A failed step is tried again after a growing
-// wait. Run it once; Wake may be called from any goroutine.
+// which never waits for it (a loop.Runner). It runs steps back to back
+// while changes wait older than the horizon, so that any backlog drains,
+// then sleeps until a Wake (a pass wrote), until the changes it left are
+// old enough to read, or for Idle. A failed step is tried again after a
+// growing wait. Run it once; Wake may be called from any goroutine.
 type Loop struct {
-	cfg  LoopConfig
-	wake chan struct{}
+	cfg    LoopConfig
+	runner *loop.Runner
+	c      catchUp
 }
 
 // NewLoop returns a Loop; Run starts it.
@@ -68,50 +69,27 @@ func NewLoop(cfg LoopConfig) *Loop {
 	if cfg.Observe == nil {
 		cfg.Observe = func(StepReport, time.Duration, error) {}
 	}
-	return &Loop{cfg: cfg, wake: make(chan struct{}, 1)}
+	l := &Loop{cfg: cfg}
+	l.runner = loop.New(loop.Config{
+		Ready: cfg.Ready, ReadyEvery: cfg.Idle,
+		Timeout: cfg.StepTimeout, Grace: cfg.Grace,
+		Retry: 5 * time.Second, MaxRetry: 5 * time.Minute,
+		Failed: func(err error, wait time.Duration) {
+			cfg.Log.Warn("reconcile step failed; the derived history waits for the next try", "err", err, "retry_in", wait.Round(time.Second).String())
+		},
+	})
+	return l
 }
 
 // Wake makes the loop look for changes now, or as soon as its running
 // step ends. It never blocks.
-func (l *Loop) Wake() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
+func (l *Loop) Wake() { l.runner.Wake() }
 
 // Run runs the loop until ctx ends; a step under way then may finish
 // within the Grace, and is cancelled after it. The next start resumes from
 // the last step recorded.
 func (l *Loop) Run(ctx context.Context) {
-	retry := backoffpolicy.New(5 * time.Second)
-	retry.MaxInterval = 5 * time.Minute
-	var c catchUp
-	for {
-		wait := l.cfg.Idle
-		if l.cfg.Ready() {
-			var err error
-			wait, err = l.drain(ctx, &c)
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				wait = retry.NextBackOff()
-				l.cfg.Log.Warn("reconcile step failed; the derived history waits for the next try", "err", err, "retry_in", wait.Round(time.Second).String())
-			default:
-				retry.Reset()
-			}
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-l.wake:
-		case <-t.C:
-		}
-		t.Stop()
-	}
+	l.runner.Run(ctx, func(sctx context.Context) (loop.Next, error) { return l.step(ctx, sctx) })
 }
 
 // catchUp follows a backlog from the first step that did not drain it to
@@ -122,68 +100,51 @@ type catchUp struct {
 	changes int
 }
 
-// drain runs steps until none waits older than the horizon, a step fails
-// or another daemon holds the work, and returns how long to wait before
-// looking again.
-func (l *Loop) drain(ctx context.Context, c *catchUp) (time.Duration, error) {
-	for ctx.Err() == nil {
-		start := time.Now()
-		rep, err := l.step(ctx)
-		if ctx.Err() != nil && err != nil {
-			return 0, ctx.Err() // stopped, not failed: the step is lost, and resumed at the next start
-		}
-		l.cfg.Observe(rep, time.Since(start), err)
-		if err != nil {
-			return 0, err
-		}
-		if rep.HeldBy != "" {
-			// Another daemon runs the steps; look again within its lease.
-			return min(l.cfg.Idle, Lease/2), nil
-		}
-		if rep.ChangedSnapshots+rep.ChangedTicks > 0 {
-			l.cfg.Log.Info("reconcile step", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
-				"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "left_to_writers", rep.LeftToWriters, "read_rows", rep.ReadRows, "read_bytes", rep.ReadBytes,
-				"pending_changes", rep.Pending, "duration_ms", time.Since(start).Milliseconds())
-		}
-		if !c.started.IsZero() {
-			c.steps++
-			c.changes += rep.ChangedSnapshots + rep.ChangedTicks
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err() // stopped between two steps
-		}
-		if !rep.CaughtUp {
-			if c.started.IsZero() {
-				*c = catchUp{started: start, steps: 1, changes: rep.ChangedSnapshots + rep.ChangedTicks}
-				l.cfg.Log.Info("reconcile catching up with a backlog of changes", "pending_changes", rep.Pending,
-					"reached", rep.Reached, "step_changes", l.cfg.Limit)
-			}
-			continue
-		}
-		if !c.started.IsZero() {
-			d := time.Since(c.started)
-			l.cfg.Log.Info("reconcile caught up", "steps", c.steps, "changes", c.changes, "duration", d.Round(time.Millisecond).String(),
-				"changes_per_second", int(float64(c.changes)/max(d.Seconds(), 0.001)))
-			*c = catchUp{}
-		}
-		if rep.Pending > 0 {
-			// Changes younger than the horizon wait: read them once settled.
-			return min(l.cfg.Idle, l.cfg.Settle), nil
-		}
-		return l.cfg.Idle, nil
+// step runs one step on sctx, the step's own context (ctx is the loop's),
+// and says when to run the next: at once while changes wait older than
+// the horizon, within another daemon's lease when it holds the work, once
+// the changes left are settled, or after Idle.
+func (l *Loop) step(ctx, sctx context.Context) (loop.Next, error) {
+	c := &l.c
+	start := time.Now()
+	rep, err := l.cfg.Steps.ReconcileStep(sctx, l.cfg.Owner, l.cfg.Limit)
+	if ctx.Err() != nil && err != nil {
+		return loop.Next{}, ctx.Err() // stopped, not failed: the step is lost, and resumed at the next start
 	}
-	return 0, ctx.Err()
-}
-
-// step runs one step within its budget, on a context that outlives ctx by
-// the Grace.
-func (l *Loop) step(ctx context.Context) (StepReport, error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.StepTimeout)
-	defer cancel()
-	stop := context.AfterFunc(ctx, func() {
-		t := time.AfterFunc(l.cfg.Grace, cancel)
-		context.AfterFunc(sctx, func() { t.Stop() })
-	})
-	defer stop()
-	return l.cfg.Steps.ReconcileStep(sctx, l.cfg.Owner, l.cfg.Limit)
+	l.cfg.Observe(rep, time.Since(start), err)
+	if err != nil {
+		return loop.Next{}, err
+	}
+	if rep.HeldBy != "" {
+		// Another daemon runs the steps; look again within its lease.
+		return loop.Next{Wait: min(l.cfg.Idle, Lease/2)}, nil
+	}
+	if rep.ChangedSnapshots+rep.ChangedTicks > 0 {
+		l.cfg.Log.Info("reconcile step", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,
+			"refreshed", rep.Refreshed, "rewritten", rep.Rewritten, "left_to_writers", rep.LeftToWriters, "read_rows", rep.ReadRows, "read_bytes", rep.ReadBytes,
+			"pending_changes", rep.Pending, "duration_ms", time.Since(start).Milliseconds())
+	}
+	if !c.started.IsZero() {
+		c.steps++
+		c.changes += rep.ChangedSnapshots + rep.ChangedTicks
+	}
+	if !rep.CaughtUp {
+		if c.started.IsZero() {
+			*c = catchUp{started: start, steps: 1, changes: rep.ChangedSnapshots + rep.ChangedTicks}
+			l.cfg.Log.Info("reconcile catching up with a backlog of changes", "pending_changes", rep.Pending,
+				"reached", rep.Reached, "step_changes", l.cfg.Limit)
+		}
+		return loop.Next{}, nil
+	}
+	if !c.started.IsZero() {
+		d := time.Since(c.started)
+		l.cfg.Log.Info("reconcile caught up", "steps", c.steps, "changes", c.changes, "duration", d.Round(time.Millisecond).String(),
+			"changes_per_second", int(float64(c.changes)/max(d.Seconds(), 0.001)))
+		*c = catchUp{}
+	}
+	if rep.Pending > 0 {
+		// Changes younger than the horizon wait: read them once settled.
+		return loop.Next{Wait: min(l.cfg.Idle, l.cfg.Settle)}, nil
+	}
+	return loop.Next{Wait: l.cfg.Idle}, nil
 }
