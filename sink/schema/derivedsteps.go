@@ -26,7 +26,7 @@ type GainsFolder func(ctx context.Context, c *chconn.Conn, log *slog.Logger, hel
 // minimum.
 func migrateGains(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	for _, q := range gainsTablesDDL(d) {
+	for _, q := range GainsTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -41,32 +41,12 @@ func migrateGains(ctx context.Context, m *migrator) error {
 			return fmt.Errorf("fold partition %s into %s: %w", p, FirstRollup, err)
 		}
 	}
-	for _, q := range gainsViewsDDL(d) {
+	for _, q := range GainsViewsDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// gainsTablesDDL creates the tables of migration 6, and the materialized
-// view that fills the first-seen rollup.
-func gainsTablesDDL(d ddl) []string {
-	var stmts []string
-	for _, t := range []tableDef{firstRollupTable.tableDef, GainsTable.def(), dayGainsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	return append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-		d.Table(FirstRollup+"_mv"), d.OnCluster(), d.Local(FirstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
-}
-
-// gainsViewsDDL creates the views of reads gained (views_gains.go).
-func gainsViewsDDL(d ddl) []string {
-	var stmts []string
-	for _, v := range gainsViews(d) {
-		stmts = append(stmts, d.createView(v.name, v.query))
-	}
-	return stmts
 }
 
 // migrateDerived is migration 7: the derived rows become a function of
@@ -98,13 +78,13 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 		return err
 	}
 	after := "gain_schedule"
-	for _, col := range gainColumnsSince7 {
+	for _, col := range GainColumnsSince7 {
 		if err := m.addColumn(ctx, GainsRollup, col, "UInt64", after); err != nil {
 			return err
 		}
 		after = col
 	}
-	for _, q := range derivedTablesDDL(d) {
+	for _, q := range DerivedTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -118,29 +98,12 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 	if err := m.gains(ctx, m.conn, m.log, m.held); err != nil {
 		return err
 	}
-	for _, q := range snapshotsViewDDL(d) {
+	for _, q := range SnapshotsViewDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// derivedTablesDDL creates the tables of migration 7: the schedules of
-// release 0.3.0, the record of reconciles, and the change logs with the
-// materialized views that fill them.
-func derivedTablesDDL(d ddl) []string {
-	var stmts []string
-	for _, t := range []tableDef{legacySchedulesTable, reconcilesTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	return append(stmts, createChangeLogs(d)...)
-}
-
-// snapshotsViewDDL writes project_read_snapshots again from the gains
-// rollup, as migration 7 does.
-func snapshotsViewDDL(d ddl) []string {
-	return d.replaceView(view{SnapshotView, snapshotsFromGains(d)})
 }
 
 // fillLegacySchedules copies into legacySchedulesTable the schedule of

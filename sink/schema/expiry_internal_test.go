@@ -13,7 +13,7 @@ import (
 // partition and left out of the list would grow forever. The state tables
 // are not partitioned.
 func TestEveryPartitionedTableExpires(t *testing.T) {
-	d := ddl{chconn.NewNames("db", chconn.Topology{})}
+	d := DDL{chconn.NewNames("db", chconn.Topology{})}
 	expiring := map[string]Resolution{}
 	for _, e := range ExpiringTables() {
 		expiring[e.Name] = e.Resolution

@@ -30,7 +30,7 @@ import (
 // the Distributed tables.
 func migrateRollups(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	for _, q := range rollupTablesDDL(d) {
+	for _, q := range RollupTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -44,7 +44,7 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range rollupViewsFillDDL(d) {
+	for _, q := range RollupViewsFillDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	}
 	// A view another process replaced already is replaced again, with
 	// the same definition.
-	for _, q := range rollupViewsDDL(d) {
+	for _, q := range RollupViewsDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -111,44 +111,6 @@ func foldPartitions(ctx context.Context, m *migrator, cutoff uint64) error {
 	}
 	return nil
 }
-
-// rollupTablesDDL creates the tables of migration 2: the rollups and the
-// record of the fold.
-func rollupTablesDDL(d ddl) []string {
-	rollups := rollupTables()
-	var stmts []string
-	for _, t := range []tableDef{rollups[0].tableDef, rollups[1].tableDef, rollups[2].tableDef, dayRollupTable, foldsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	return stmts
-}
-
-// rollupViewsFillDDL creates the materialized views that fill the rollups
-// from every INSERT into message_read_snapshots.
-func rollupViewsFillDDL(d ddl) []string {
-	var stmts []string
-	for _, r := range rollupTables() {
-		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-			d.Table(r.name+"_mv"), d.OnCluster(), d.Local(r.name), r.selectFrom(d.Local("message_read_snapshots"), "")))
-	}
-	return stmts
-}
-
-// rollupViewsDDL writes the views over the rollups (views_rollups.go)
-// again, as migrations 2 and 3 do.
-func rollupViewsDDL(d ddl) []string {
-	var stmts []string
-	for _, v := range rollupViews(d) {
-		stmts = append(stmts, d.replaceView(v)...)
-	}
-	return stmts
-}
-
-// foldsTable records the partitions of message_read_snapshots folded into
-// the summing rollup, which must not fold one twice, and in a row with an
-// empty partition the fold's cutoff version.
-var foldsTable = tableDef{name: "project_read_snapshot_rollup_folds", columns: []columnDef{{"partition", "String"}, {"cutoff", "UInt64"}},
-	layout: layout{engine: engine{name: "ReplacingMergeTree"}, orderBy: "partition", shardBy: "partition"}}
 
 // foldCutoff returns the version below which the fold sums snapshot rows
 // into the summing rollup: now, in nanoseconds like readsync's versions,

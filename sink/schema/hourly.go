@@ -26,17 +26,17 @@ const (
 	HourlyGainsView = "project_read_hourly_gains"
 )
 
-// hourOf is a snapshot's UTC hour: hours in the server's time zone would
+// HourOf is a snapshot's UTC hour: hours in the server's time zone would
 // not be UTC's in a zone with a half-hour offset.
-const hourOf = "toDateTime(intDiv(toUInt32(snapshot_at), 3600) * 3600)"
+const HourOf = "toDateTime(intDiv(toUInt32(snapshot_at), 3600) * 3600)"
 
 // hourlyRollupTable holds, once merged, one row per message and UTC hour:
 // its last snapshot of the hour.
 var hourlyRollupTable = rollupTable{
-	tableDef: tableDef{name: HourlyRollup, columns: []columnDef{
+	TableDef: TableDef{name: HourlyRollup, columns: []ColumnDef{
 		{"project_id", "Int64"}, {"hour", "DateTime"}, {"message_id", "Int64"}, {"hour_row", "AggregateFunction(max, String)"},
 	}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(hour)", "(project_id, hour, message_id)")},
-	fill: `SELECT project_id, ` + hourOf + ` AS hour, message_id, maxState(` + SnapshotRow + `) AS hour_row
+	fill: `SELECT project_id, ` + HourOf + ` AS hour, message_id, maxState(` + SnapshotRow + `) AS hour_row
 FROM {from} {where}
 GROUP BY project_id, hour, message_id`,
 }
@@ -49,7 +49,7 @@ GROUP BY project_id, hour, message_id`,
 // tuple, as release 0.4.0 created it; a maximum of a String merges in
 // half the time (the per-snapshot panel over two days of hours of 500
 // projects: 70 ms against 130 on 26.7, 70 against 90 on 18.16).
-var hourRollupTable = tableDef{name: HourRollup, columns: []columnDef{
+var hourRollupTable = TableDef{name: HourRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"hour", "DateTime"}, {"hour_state", "AggregateFunction(max, String)"},
 }, layout: hourRollupLayout()}
 
@@ -80,7 +80,7 @@ func HourRowOf(key string, messages, reads, total uint64) string {
 // hourGainsTable is the hour gains rollup: the gains of a project's
 // snapshots summed per UTC hour, as the day gains rollup sums them per
 // day (package derived's gaindays.go).
-var hourGainsTable = tableDef{name: HourGainsRollup, columns: []columnDef{
+var hourGainsTable = TableDef{name: HourGainsRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"hour", "DateTime"},
 	{"hour_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
 }, layout: hourRollupLayout()}
@@ -105,7 +105,7 @@ const hourGranularity = 128
 
 // projectReadHourly is project_read_hourly: per project and UTC hour, the
 // messages listed, their last reads and totals of the hour, summed.
-func projectReadHourly(d ddl) string {
+func projectReadHourly(d DDL) string {
 	hours := fmt.Sprintf(`SELECT project_id, hour, %s AS messages, %s AS reads, %s AS total
 FROM
 (
@@ -118,7 +118,7 @@ FROM
 
 // projectReadHourlyGains is project_read_hourly_gains: the gains of a
 // project's snapshots summed per UTC hour.
-func projectReadHourlyGains(d ddl) string {
+func projectReadHourlyGains(d DDL) string {
 	hours := fmt.Sprintf(`SELECT
     project_id,
     hour,
@@ -136,23 +136,23 @@ FROM
 }
 
 // hourlyViews are the views of the hourly resolution.
-func hourlyViews(d ddl) []view {
+func hourlyViews(d DDL) []view {
 	return []view{{HourlyView, projectReadHourly(d)}, {HourlyGainsView, projectReadHourlyGains(d)}}
 }
 
-// hourlyDDL is what migration 12 creates: the tables, the materialized
+// HourlyDDL is what migration 12 creates: the tables, the materialized
 // view that fills the hourly rollup from snapshots, the table that holds
 // the snapshot rows on each host (see chconn.Names.LocalName), and the
 // views.
-func hourlyDDL(d ddl, snapshots string) []string {
+func HourlyDDL(d DDL, snapshots string) []string {
 	var stmts []string
-	for _, t := range []tableDef{hourlyRollupTable.tableDef, hourRollupTable, hourGainsTable} {
-		stmts = append(stmts, d.createTable(t)...)
+	for _, t := range []TableDef{hourlyRollupTable.TableDef, hourRollupTable, hourGainsTable} {
+		stmts = append(stmts, d.CreateTable(t)...)
 	}
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
 		d.Table(HourlyRollup+"_mv"), d.OnCluster(), d.Local(HourlyRollup), hourlyRollupTable.selectFrom(snapshots, "")))
 	for _, v := range hourlyViews(d) {
-		stmts = append(stmts, d.createView(v.name, v.query))
+		stmts = append(stmts, d.CreateView(v.name, v.query))
 	}
 	return stmts
 }
@@ -192,7 +192,7 @@ func migrateHourly(ctx context.Context, m *migrator) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range hourlyDDL(d, snapshots) {
+	for _, q := range HourlyDDL(d, snapshots) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -229,6 +229,6 @@ FROM
     )
     GROUP BY project_id, hour
 )
-GROUP BY project_id, hour`, d.Table(HourGainsRollup), hourOf, d.Table(GainsRollup), month)
+GROUP BY project_id, hour`, d.Table(HourGainsRollup), HourOf, d.Table(GainsRollup), month)
 	})
 }

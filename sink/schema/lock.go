@@ -66,7 +66,7 @@ func lockMigrations(ctx context.Context, c *chconn.Conn) (*migrationLock, error)
 		said     bool
 	)
 	for {
-		err := c.Exec(ctx, createLock(ddl{c.Names()}, owner))
+		err := c.Exec(ctx, createLock(DDL{c.Names()}, owner))
 		if err == nil {
 			l := &migrationLock{c: c, owner: owner, stop: make(chan struct{})}
 			if err := l.beat(ctx); err != nil {
@@ -126,7 +126,7 @@ func lockOwner() string {
 // mode the table replicates across the whole cluster, so that every host
 // sees the heartbeats, under a ZooKeeper path of its own each time: a
 // path a crash left behind never stops the next lock.
-func createLock(d ddl, owner string) string {
+func createLock(d DDL, owner string) string {
 	eng := "MergeTree()"
 	if d.Clustered() {
 		var b [4]byte

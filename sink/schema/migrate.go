@@ -35,7 +35,7 @@ type migration struct {
 	// sql returns the statements of a step that is only DDL. Build them
 	// with d, which names the tables and adds ON CLUSTER as the topology
 	// needs.
-	sql func(d ddl) []string
+	sql func(d DDL) []string
 	// run is a step that needs Go: a check, a column added only when
 	// missing, a data fold run a partition at a time.
 	run func(ctx context.Context, m *migrator) error
@@ -43,7 +43,7 @@ type migration struct {
 	// or to write views again, in the order it sends them: what the step
 	// creates, rendered without a server. Its checks, the columns it adds
 	// when missing and its data folds are not in it.
-	creates func(d ddl) []string
+	creates func(d DDL) []string
 	// requires, when set, says whether the server has what the step
 	// needs. On a server without it the step is neither applied, nor
 	// recorded, nor pending: it waits, and applies at the first start
@@ -53,7 +53,7 @@ type migration struct {
 
 // statements is the DDL the step sends for d: its sql, or what its run
 // creates.
-func (m migration) statements(d ddl) []string {
+func (m migration) statements(d DDL) []string {
 	if m.sql != nil {
 		return m.sql(d)
 	}
@@ -63,7 +63,7 @@ func (m migration) statements(d ddl) []string {
 // migrator is what a Go migration works with.
 type migrator struct {
 	conn  *chconn.Conn
-	ddl   ddl
+	ddl   DDL
 	log   *slog.Logger
 	lock  *migrationLock
 	gains GainsFolder
@@ -273,7 +273,7 @@ func doneCode(code int32, msg string) bool {
 // readers use DISTINCT, exact before any merge.
 const migrationsTable = "schema_migrations"
 
-func (d ddl) createMigrationsTable() string {
+func (d DDL) createMigrationsTable() string {
 	eng := d.Engine("ReplacingMergeTree", "")
 	if d.Clustered() {
 		// One replication group across the whole cluster: the path must
@@ -389,7 +389,7 @@ func runMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
 	ctx = c.SyncInserts(ctx)
-	if err := execDDL(ctx, c, ddl{c.Names()}.createDatabase()); err != nil {
+	if err := execDDL(ctx, c, DDL{c.Names()}.CreateDatabase()); err != nil {
 		return fmt.Errorf("migration %s: create the database: %w", v.Pending[0], err)
 	}
 	lock, err := lockMigrations(ctx, c)
@@ -408,8 +408,8 @@ func runMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []
 	if v.Adopt {
 		c.Log().Info("adopting tables an earlier release created; they are kept as they are", "database", c.Names().Database())
 	}
-	m := &migrator{conn: c, ddl: ddl{c.Names()}, log: c.Log(), lock: lock, gains: gains}
-	if err := m.exec(ctx, ddl{c.Names()}.createMigrationsTable()); err != nil {
+	m := &migrator{conn: c, ddl: DDL{c.Names()}, log: c.Log(), lock: lock, gains: gains}
+	if err := m.exec(ctx, DDL{c.Names()}.createMigrationsTable()); err != nil {
 		return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 	}
 	for _, mig := range pending {

@@ -290,9 +290,9 @@ func partNames(t *testing.T, db *sinktest.DB) string {
 // INSERT … SELECT, on a single server and through a cluster alike.
 func TestGoMigrationFoldsByPartition(t *testing.T) {
 	fold := migration{id: 1001, name: "fold snapshot counts", run: func(ctx context.Context, m *migrator) error {
-		def := tableDef{name: "snapshot_counts", columns: []columnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
+		def := TableDef{name: "snapshot_counts", columns: []ColumnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
 			layout: layout{engine: engine{"ReplacingMergeTree", ""}, orderBy: "(project_id, month)", shardBy: "project_id"}}
-		for _, q := range m.ddl.createTable(def) {
+		for _, q := range m.ddl.CreateTable(def) {
 			if err := m.exec(ctx, q); err != nil {
 				return err
 			}
@@ -409,7 +409,7 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 	// aliases, created as 18.16 took them.
 	legacy := sinktest.PreviousRelease(ctx, t, db.Conn)
 	unaliased := strings.NewReplacer(") AS l\n", ")\n", ") AS r USING", ") USING")
-	d := ddl{ch.Names()}
+	d := DDL{ch.Names()}
 	for _, v := range rollupViews(d) {
 		old := view{v.name, unaliased.Replace(v.query)}
 		if old.query == v.query {
@@ -456,7 +456,7 @@ func TestRejectedMigrationIsARefusal(t *testing.T) {
 	db := sinktest.New(t)
 	ch := openTest(t, db.DSN)
 	ctx := context.Background()
-	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d ddl) []string {
+	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d DDL) []string {
 		return []string{"CREATE VIEW IF NOT EXISTS " + d.Table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
 	}}
 	err := runMigrations(ctx, ch, noGains, append(migrations(), bad))
@@ -503,9 +503,9 @@ func TestFoldByProjectBoundsEachInsert(t *testing.T) {
 	write(t, c, b)
 	var stmts []string
 	fold := migration{id: 1002, name: "fold by project", run: func(ctx context.Context, m *migrator) error {
-		def := tableDef{name: "project_counts", columns: []columnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
+		def := TableDef{name: "project_counts", columns: []ColumnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
 			layout: layout{engine: engine{"MergeTree", ""}, orderBy: "(project_id, month)", shardBy: "project_id"}}
-		for _, q := range m.ddl.createTable(def) {
+		for _, q := range m.ddl.CreateTable(def) {
 			if err := m.exec(ctx, q); err != nil {
 				return err
 			}

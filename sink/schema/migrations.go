@@ -37,24 +37,24 @@ func migrations() []migration {
 		// The schema of the first release, as it created it; a database
 		// that release wrote is adopted by running this step, whose
 		// statements all find their objects there already.
-		{id: 1, name: "create tables and views", sql: func(d ddl) []string {
-			stmts := []string{d.createDatabase()}
-			for _, t := range []tableDef{ProjectsTable.def(), MessagesTable.def(), SnapshotsTable.def(), RunsTable.def()} {
-				stmts = append(stmts, d.createTable(t)...)
+		{id: 1, name: "create tables and views", sql: func(d DDL) []string {
+			stmts := []string{d.CreateDatabase()}
+			for _, t := range []TableDef{ProjectsTable.Def(), MessagesTable.Def(), SnapshotsTable.Def(), RunsTable.Def()} {
+				stmts = append(stmts, d.CreateTable(t)...)
 			}
-			return append(stmts, d.createView(LatestView, messageReadLatestV1(d)), d.createView(DailyView, projectReadDailyV1(d)))
+			return append(stmts, d.CreateView(LatestView, MessageReadLatestV1(d)), d.CreateView(DailyView, ProjectReadDailyV1(d)))
 		}},
 		// Rollups for the views, so that a dashboard query costs what it
 		// shows rather than the passes stored; see rollups.go.
-		{id: 2, name: "dashboard rollups", run: migrateRollups, creates: func(d ddl) []string {
-			return append(append(rollupTablesDDL(d), rollupViewsFillDDL(d)...), rollupViewsDDL(d)...)
+		{id: 2, name: "dashboard rollups", run: migrateRollups, creates: func(d DDL) []string {
+			return append(append(RollupTablesDDL(d), RollupViewsFillDDL(d)...), RollupViewsDDL(d)...)
 		}},
 		// Releases before this one wrote the views' JOINs without aliases,
 		// which current ClickHouse refuses (joined_subquery_requires_alias):
 		// a database they set up on 18.16 broke when its server was
 		// upgraded. Writing the views again in the form both accept mends
 		// such a database; on one created since, it changes nothing.
-		{id: 3, name: "views in the form current releases accept", sql: rollupViewsDDL},
+		{id: 3, name: "views in the form current releases accept", sql: RollupViewsDDL},
 		// Exactly once where the server can: every INSERT carries a token
 		// derived from its rows (chconn's dedup.go), and a table remembers
 		// the tokens of its last dedupWindow INSERTs, so that a spool entry
@@ -68,7 +68,7 @@ func migrations() []migration {
 		// setting off). Replicated tables remember their INSERTs already;
 		// the others need the window, which 18.16 lacks: there the step
 		// waits for the server's upgrade.
-		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: chconn.Server.DedupTokens, sql: func(d ddl) []string {
+		{id: 4, name: "remember the last INSERTs to drop a repeated one", requires: chconn.Server.DedupTokens, sql: func(d DDL) []string {
 			if d.Clustered() {
 				return nil
 			}
@@ -81,11 +81,11 @@ func migrations() []migration {
 		// Every tick accounted for: sync_runs also records the ticks
 		// that did not run (skipped, missed) and the shard of each, and
 		// schedule_coverage counts them per schedule and day.
-		{id: 5, name: "schedule coverage", creates: coverageViewDDL, run: func(ctx context.Context, m *migrator) error {
+		{id: 5, name: "schedule coverage", creates: CoverageViewDDL, run: func(ctx context.Context, m *migrator) error {
 			if err := m.addColumn(ctx, RunsTable.name, "shard", "String", "error"); err != nil {
 				return err
 			}
-			for _, q := range coverageViewDDL(m.ddl) {
+			for _, q := range CoverageViewDDL(m.ddl) {
 				if err := m.exec(ctx, q); err != nil {
 					return err
 				}
@@ -95,14 +95,14 @@ func migrations() []migration {
 		// Reads gained per project and snapshot, and per day, computed
 		// as readsync writes (package derived's gains.go); the history
 		// written before is folded in by migration 7.
-		{id: 6, name: "reads gained", run: migrateGains, creates: func(d ddl) []string {
-			return append(gainsTablesDDL(d), gainsViewsDDL(d)...)
+		{id: 6, name: "reads gained", run: migrateGains, creates: func(d DDL) []string {
+			return append(GainsTablesDDL(d), GainsViewsDDL(d)...)
 		}},
 		// Derived rows that can be checked and mended: the schedule
 		// stored with the rows, the newest write in the gains rollup,
 		// the change logs that reconciles read (migrateDerived).
-		{id: 7, name: "derived history that repairs itself", run: migrateDerived, creates: func(d ddl) []string {
-			return append(derivedTablesDDL(d), snapshotsViewDDL(d)...)
+		{id: 7, name: "derived history that repairs itself", run: migrateDerived, creates: func(d DDL) []string {
+			return append(DerivedTablesDDL(d), SnapshotsViewDDL(d)...)
 		}},
 		// A reconcile in bounded steps: each records the exact position
 		// in the change logs it read up to, so that the next step reads
@@ -110,46 +110,46 @@ func migrations() []migration {
 		// of release 0.4.0 gets the columns; one created since has them
 		// (reconcilesTable), and the step then creates nothing.
 		{id: 8, name: "reconcile in bounded steps", run: func(ctx context.Context, m *migrator) error {
-			for _, c := range reconcileColumnsSince8 {
-				if err := m.addColumn(ctx, Reconciles, c.name, c.typ, ""); err != nil {
+			for _, c := range ReconcileColumnsSince8 {
+				if err := m.addColumn(ctx, Reconciles, c.Name, c.Type, ""); err != nil {
 					return err
 				}
 			}
 			return nil
-		}, creates: func(ddl) []string { return nil }},
+		}, creates: func(DDL) []string { return nil }},
 		// Reads that follow the change: message_read_snapshots sorted by
 		// (project_id, snapshot_at, message_id), as a database created
 		// since has it. This step only creates the record of the move,
 		// which runs in the background, in bounded steps, while passes
 		// go on (resort.go).
-		{id: 9, name: "snapshots sorted by project snapshot", sql: resortDDL},
+		{id: 9, name: "snapshots sorted by project snapshot", sql: ResortDDL},
 		// Each name's health where operators look: the names a pass did
 		// not read and why, the names it read, and the view of both
 		// (namehealth.go).
-		{id: 10, name: "name health", sql: nameHealthDDL},
+		{id: 10, name: "name health", sql: NameHealthDDL},
 		// History in bounded space: the record of the partitions expiry
 		// drops, and of where each resolution's kept rows start
 		// (expiry.go). It deletes nothing: only a retention the operator
 		// sets does.
-		{id: 11, name: "record of expiry", sql: expiriesDDL},
+		{id: 11, name: "record of expiry", sql: ExpiriesDDL},
 		// An hourly resolution with a retention of its own, filled from
 		// the history written before (hourly.go).
-		{id: 12, name: "hourly resolution", run: migrateHourly, creates: func(d ddl) []string { return hourlyDDL(d, d.Local(SnapshotsTable.name)) }},
+		{id: 12, name: "hourly resolution", run: migrateHourly, creates: func(d DDL) []string { return HourlyDDL(d, d.Local(SnapshotsTable.name)) }},
 		// Compact storage: codecs for the snapshot table's columns where
 		// the server has them (codecs.go), as migration 4 applies only
 		// where deduplication tokens exist; 18.16 refuses CODEC, and the
 		// step waits for the server's upgrade. New parts take them, and
 		// merges the old: nothing is rewritten.
-		{id: 13, name: "compact storage", requires: chconn.Server.Codecs, run: migrateCodecs, creates: func(d ddl) []string {
-			return append(codecDDL(d, d.Local(SnapshotsTable.name)), rollupCodecDDL(d)...)
+		{id: 13, name: "compact storage", requires: chconn.Server.Codecs, run: migrateCodecs, creates: func(d DDL) []string {
+			return append(CodecDDL(d, d.Local(SnapshotsTable.name)), RollupCodecDDL(d)...)
 		}},
 		// Each name's failures by the hour, which name_health reads
 		// instead of a day of failures (namehealth_hours.go).
-		{id: 14, name: "name failures by the hour", run: migrateNameFailureHours, creates: nameFailureHoursDDL},
+		{id: 14, name: "name failures by the hour", run: migrateNameFailureHours, creates: NameFailureHoursDDL},
 		// Refreshes that cost what they write: each project's tip, the
 		// state its next snapshot's refresh builds on, and the record of
 		// refreshes by which the reconcile leaves alone what a writer
 		// refreshed (tips.go).
-		{id: 15, name: "project tips and the record of refreshes", sql: tipsDDL},
+		{id: 15, name: "project tips and the record of refreshes", sql: TipsDDL},
 	}
 }

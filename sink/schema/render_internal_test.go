@@ -28,7 +28,7 @@ func TestMigrationsRenderWithoutAServer(t *testing.T) {
 		{"cluster", chconn.Topology{Cluster: "c"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := ddl{chconn.NewNames("d", tt.topo)}
+			d := DDL{chconn.NewNames("d", tt.topo)}
 			clustered := tt.topo.Cluster != ""
 			var locals, distributed int
 			for _, mig := range migrations() {
@@ -101,7 +101,7 @@ func TestMigrationsSendWhatTheyRender(t *testing.T) {
 	}
 	sent := rec.sent
 	for _, mig := range applicable(migrations(), server) {
-		for _, q := range mig.statements(ddl{ch.Names()}) {
+		for _, q := range mig.statements(DDL{ch.Names()}) {
 			i := slices.Index(sent, q)
 			if i < 0 {
 				t.Errorf("migration %d %q renders a statement it did not send after the previous one:\n%s", mig.id, mig.name, q)

@@ -98,18 +98,18 @@ func (o ResortOptions) stepRows() uint64 {
 
 // resortsTable records each step of the move: its phase (setup, copy,
 // copied, swap, swapped), the partition and the last project it copied.
-var resortsTable = tableDef{name: Resorts, columns: []columnDef{
+var resortsTable = TableDef{name: Resorts, columns: []ColumnDef{
 	{"at", "DateTime"}, {"phase", "String"}, {"partition", "String"}, {"last_project", "Int64"}, {"rows", "UInt64"},
 }, layout: layout{engine: engine{name: "MergeTree"}, orderBy: "at", shardBy: "toUInt32(at)"}}
 
 // swapLogTable is the swap log's table (see above).
-var swapLogTable = tableDef{name: swapLog, columns: []columnDef{{"project_id", "Int64"}, {"snapshot_at", "DateTime"}},
+var swapLogTable = TableDef{name: swapLog, columns: []ColumnDef{{"project_id", "Int64"}, {"snapshot_at", "DateTime"}},
 	layout: layout{engine: engine{name: "MergeTree"}, orderBy: "(project_id, snapshot_at)", shardBy: "project_id"}}
 
-// resortDDL is what migration 9 creates: the record of the move's steps.
+// ResortDDL is what migration 9 creates: the record of the move's steps.
 // The copy and its view are created by the move's first step, once the
 // server has room for them.
-func resortDDL(d ddl) []string { return d.createTable(resortsTable) }
+func ResortDDL(d DDL) []string { return d.CreateTable(resortsTable) }
 
 // ResortReport says what a step of the move did.
 type ResortReport struct {
@@ -133,7 +133,7 @@ type ResortReport struct {
 // it did; a process that finds the lock held waits for its holder. The
 // schema must be current.
 func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (ResortReport, error) {
-	r := resorter{c: c, d: ddl{c.Names()}, opts: opts}
+	r := resorter{c: c, d: DDL{c.Names()}, opts: opts}
 	// Most starts find nothing to move: they say so having only read, as
 	// a start with the schema current issues no DDL.
 	if s, err := r.state(ctx); err != nil || s.done() {
@@ -153,7 +153,7 @@ func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (Resort
 // resorter runs the move's steps on a connection.
 type resorter struct {
 	c    *chconn.Conn
-	d    ddl
+	d    DDL
 	opts ResortOptions
 }
 
@@ -301,9 +301,9 @@ func (r resorter) setup(ctx context.Context) (ResortReport, error) {
 	if err := r.checkRoom(ctx); err != nil {
 		return ResortReport{}, err
 	}
-	def := SnapshotsTable.def()
+	def := SnapshotsTable.Def()
 	def.name = resortedSnapshots
-	for _, q := range r.d.createTable(def) {
+	for _, q := range r.d.CreateTable(def) {
 		if err := r.exec(ctx, q); err != nil {
 			return ResortReport{}, err
 		}
@@ -321,7 +321,7 @@ func (r resorter) setup(ctx context.Context) (ResortReport, error) {
 	}
 	if server.Codecs() {
 		// As migration 13 set them on the table the copy replaces.
-		for _, q := range codecDDL(r.d, r.d.Local(resortedSnapshots)) {
+		for _, q := range CodecDDL(r.d, r.d.Local(resortedSnapshots)) {
 			if err := r.exec(ctx, q); err != nil {
 				return ResortReport{}, err
 			}
@@ -512,19 +512,12 @@ func (r resorter) swapped() ResortReport {
 	return ResortReport{Phase: "swap", Wait: time.Duration(r.opts.settle()) * time.Second}
 }
 
-// snapshotViews are the rollups and the change log that materialized
-// views fill from every INSERT into message_read_snapshots, each view
-// named for its table with _mv.
-func snapshotViews() []rollupTable {
-	return append(rollupTables(), snapshotChangesTable, firstRollupTable, hourlyRollupTable)
-}
-
 // swapDistributed is the swap in cluster mode (see above): the swap log
 // and its view on the old local table, each view of snapshotViews made
 // again on the copy, then the Distributed tables renamed. Run again after
 // a kill, each statement finds what it made or makes it again.
 func (r resorter) swapDistributed(ctx context.Context) (ResortReport, error) {
-	stmts := r.d.createTable(swapLogTable)
+	stmts := r.d.CreateTable(swapLogTable)
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\nSELECT project_id, snapshot_at FROM %s",
 		r.d.Table(swapLogView), r.d.OnCluster(), r.d.Local(swapLog), r.d.Local(SnapshotsTable.name)))
 	for _, v := range snapshotViews() {
