@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"context"
 	"fmt"
 )
 
@@ -69,20 +68,4 @@ func CodecDDL(d DDL, table string) []string {
 		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s MODIFY COLUMN %s %s CODEC(%s)", table, d.OnCluster(), c.column, types[c.column], c.codec))
 	}
 	return stmts
-}
-
-// migrateCodecs is migration 13: the snapshot table's codecs, on the
-// table that holds its rows on each host (after the move onto the sort
-// key, in cluster mode, the copy), and the rollups' states'.
-func migrateCodecs(ctx context.Context, m *migrator) error {
-	table, err := m.snapshotsLocal(ctx)
-	if err != nil {
-		return err
-	}
-	for _, q := range append(CodecDDL(m.ddl, table), RollupCodecDDL(m.ddl)...) {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
 }

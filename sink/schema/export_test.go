@@ -6,9 +6,6 @@ import "github.com/readsync/readsync/sink/chconn"
 // names: they check the rollups of a cluster written through package
 // clickhouse, which this package's own tests cannot import.
 
-// ExecDDL exposes execDDL.
-var ExecDDL = execDDL
-
 // WithProject exposes withProject.
 func WithProject(n chconn.Names, left string) string { return withProject(DDL{n}, left) }
 

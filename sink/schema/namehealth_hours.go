@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/readsync/readsync/sink/chconn"
@@ -181,34 +180,6 @@ func NameFailureHoursDDL(d DDL) []string {
 		d.Table(NameFailureHours+"_mv"), d.OnCluster(), d.Local(NameFailureHours),
 		nameFailureHoursTable.selectFrom(d.Local(NameFailuresTable.name), "")))
 	return append(stmts, d.replaceView(view{NameHealthView, nameHealth(d)})...)
-}
-
-// migrateNameFailureHours is migration 14: it creates the rollup and its
-// materialized view, folds the failures written before into it a month
-// at a time, and only then points name_health at it, so that the view
-// never shows a day the rollup has not folded yet. Run again, it changes
-// nothing the view shows.
-func migrateNameFailureHours(ctx context.Context, m *migrator) error {
-	d := m.ddl
-	stmts := NameFailureHoursDDL(d)
-	create, replace := stmts[:len(stmts)-2], stmts[len(stmts)-2:]
-	for _, q := range create {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	err := m.foldMonths(ctx, NameFailuresTable.name, NameFailureHours, "folded the names' failures into their hours", func(month string) string {
-		return NameFailureHoursRefill(d.Names, "WHERE toYYYYMM(snapshot_at) = "+month)
-	})
-	if err != nil {
-		return err
-	}
-	for _, q := range replace {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // NameHealthFromFailures is name_health computed from name_failures

@@ -9,8 +9,8 @@ import (
 
 // The rollups the dashboard views read instead of aggregating the whole
 // snapshot history at every query. Materialized views fill them from every
-// INSERT into message_read_snapshots; the fold in migrateRollups fills them
-// from the history written before they existed.
+// INSERT into message_read_snapshots; migration 2's fold (package migrate)
+// fills them from the history written before they existed.
 const (
 	LatestRollup   = "message_read_latest_rollup"
 	DailyRollup    = "message_read_daily_rollup"

@@ -12,6 +12,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
@@ -53,7 +54,7 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 			// writes through the materialized views and the day refresh.
 			for _, q := range append([]string{d.CreateDatabase()}, append(d.CreateTable(schema.ProjectsTable.Def()),
 				append(d.CreateTable(schema.MessagesTable.Def()), d.CreateTable(schema.SnapshotsTable.Def())...)...)...) {
-				if err := schema.ExecDDL(ctx, conn, q); err != nil {
+				if err := migrate.ExecDDL(ctx, conn, q); err != nil {
 					t.Fatal(err)
 				}
 			}

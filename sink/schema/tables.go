@@ -1,3 +1,10 @@
+// Package schema is readsync's schema in ClickHouse, declared: its
+// tables and their columns, the views' SQL, the encodings of the rows the
+// rollups keep, and the DDL of each, rendered for a database and topology
+// without a server. Package migrate brings a database to it, and package
+// resort moves the snapshot table of an earlier release onto its sort
+// key; schema imports neither, and computes no derived rows (package
+// derived does).
 package schema
 
 import (
