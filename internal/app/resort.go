@@ -9,7 +9,7 @@ import (
 )
 
 // resortLoop moves message_read_snapshots onto this release's sort key
-// in the background (see schema.ResortStep), a bounded step at a time,
+// in the background (see resort.Step), a bounded step at a time,
 // until nothing is left to move: no pass waits for it, and a daemon
 // stopped in the middle resumes at its next start after the last step
 // recorded. Of several daemons, the one that holds the migration lock runs

@@ -49,7 +49,7 @@ import (
 	"github.com/readsync/readsync/sink/chconn"
 	chsink "github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
-	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/resort"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -270,7 +270,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) (result, er
 		}
 	}
 	costs := sinktest.NewCosts()
-	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithResort(schema.ResortOptions{Settle: time.Second}), chsink.WithIntercept(costs.Wrap))
+	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithResort(resort.Options{Settle: time.Second}), chsink.WithIntercept(costs.Wrap))
 	if err != nil {
 		return r, err
 	}

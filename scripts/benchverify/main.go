@@ -37,7 +37,7 @@ import (
 	"github.com/readsync/readsync/scripts/internal/benchdb"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/derived"
-	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
 )
 
 type options struct {
@@ -105,7 +105,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer sc.Close()
-	if err := schema.MigrateFirst(ctx, sc, derived.FoldGains, 1); err != nil {
+	if err := migrate.ApplyFirst(ctx, sc, derived.FoldGains, 1); err != nil {
 		return fmt.Errorf("create the first release's schema: %w", err)
 	}
 	start := time.Now()

@@ -59,9 +59,9 @@ func (n Names) Table(name string) string { return QuoteIdent(n.db) + "." + Quote
 
 // LocalName is the name of the table that holds a data table's rows on
 // each host: <name>_local in cluster mode, name itself otherwise. One
-// exception: in a cluster database that package schema moved onto the
+// exception: in a cluster database that package resort moved onto the
 // snapshot table's new sort key, message_read_snapshots reads
-// message_read_snapshots_resorted_local (schema's resort.go says why); a
+// message_read_snapshots_resorted_local (its doc says why); a
 // statement that must act on those rows after the move reads the name
 // from the Distributed table.
 func (n Names) LocalName(name string) string {

@@ -1,9 +1,10 @@
 // Package clickhouse is where readsync's rows go in ClickHouse: the
 // ClickHouse type, a sink.Writer, that the daemon, the spool and the
 // command line use. Each of its methods wires the packages that do the
-// work: chconn talks to the server, schema migrates the database to
-// readsync's tables and views, derived keeps the rows derived from the
-// stored history.
+// work: chconn talks to the server, migrate brings the database to
+// readsync's tables and views (package schema declares them), resort
+// moves an earlier release's snapshot table onto its sort key, derived
+// keeps the rows derived from the stored history.
 package clickhouse
 
 import (
@@ -17,7 +18,7 @@ import (
 
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/derived"
-	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/resort"
 )
 
 // ClickHouse writes rows to a ClickHouse server over the native protocol.
@@ -30,7 +31,7 @@ type ClickHouse struct {
 	migrated   bool
 	migrateErr error // why the last Migrate failed; nil once one succeeds
 
-	resort schema.ResortOptions
+	resort resort.Options
 }
 
 // ObserveInserts makes every INSERT report its table, row count, duration
@@ -47,7 +48,7 @@ type options struct {
 	topo    chconn.Topology
 	log     *slog.Logger
 	history []derived.Option
-	resort  schema.ResortOptions
+	resort  resort.Options
 	wrap    func(driver.Conn) driver.Conn
 }
 
@@ -67,8 +68,8 @@ func WithReconcileSettle(d time.Duration) Option {
 }
 
 // WithResort tunes the move of message_read_snapshots onto its sort key
-// (see schema.ResortOptions): for tests that move a small table at once.
-func WithResort(r schema.ResortOptions) Option { return func(o *options) { o.resort = r } }
+// (see resort.Options): for tests that move a small table at once.
+func WithResort(r resort.Options) Option { return func(o *options) { o.resort = r } }
 
 // WithIntercept sends every statement through the connection wrap
 // returns for readsync's own: for tests that record the statements sent

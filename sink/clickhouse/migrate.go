@@ -4,7 +4,8 @@ import (
 	"context"
 
 	"github.com/readsync/readsync/sink/derived"
-	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
+	"github.com/readsync/readsync/sink/schema/resort"
 )
 
 // Migrate applies the migrations the database has not had yet, in order,
@@ -16,7 +17,7 @@ import (
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	if err := schema.Migrate(ctx, c.conn, derived.FoldGains); err != nil {
+	if err := migrate.Apply(ctx, c.conn, derived.FoldGains); err != nil {
 		c.migrateErr = err
 		return err
 	}
@@ -34,21 +35,21 @@ func (c *ClickHouse) MigrateErr() error {
 
 // SchemaVersion reads which migrations the database has had and which are
 // pending. It changes nothing.
-func (c *ClickHouse) SchemaVersion(ctx context.Context) (schema.SchemaVersion, error) {
-	return schema.ReadVersion(ctx, c.conn)
+func (c *ClickHouse) SchemaVersion(ctx context.Context) (migrate.Version, error) {
+	return migrate.ReadVersion(ctx, c.conn)
 }
 
 // TryMigrations finds out, without touching the database, whether this
 // server takes readsync's migrations from the user of the DSN, by applying
-// them to a scratch database (see schema.TryMigrations).
+// them to a scratch database (see migrate.Try).
 func (c *ClickHouse) TryMigrations(ctx context.Context) error {
-	return schema.TryMigrations(ctx, c.conn, derived.FoldGains)
+	return migrate.Try(ctx, c.conn, derived.FoldGains)
 }
 
 // CheckViews reads no rows but makes the server plan a query of each view
 // that users query: a view an earlier release created, which this server
 // no longer accepts, fails it.
-func (c *ClickHouse) CheckViews(ctx context.Context) error { return schema.CheckViews(ctx, c.conn) }
+func (c *ClickHouse) CheckViews(ctx context.Context) error { return migrate.CheckViews(ctx, c.conn) }
 
 // Migrated reports whether Migrate has succeeded on this connection.
 func (c *ClickHouse) Migrated() bool {
@@ -68,10 +69,10 @@ func (c *ClickHouse) ensureSchema(ctx context.Context) error {
 
 // ResortStep runs one bounded step of the move of message_read_snapshots
 // onto the sort key of this release, in the background of a daemon (see
-// schema.ResortStep).
-func (c *ClickHouse) ResortStep(ctx context.Context) (schema.ResortReport, error) {
+// resort.Step).
+func (c *ClickHouse) ResortStep(ctx context.Context) (resort.Report, error) {
 	if err := c.ensureSchema(ctx); err != nil {
-		return schema.ResortReport{}, err
+		return resort.Report{}, err
 	}
-	return schema.ResortStep(ctx, c.conn, c.resort)
+	return resort.Step(ctx, c.conn, c.resort)
 }

@@ -11,7 +11,7 @@ import (
 
 // When the schema is current, starting only reads: on a connection the
 // server refuses every write and DDL on (readonly=2), Migrate succeeds and
-// the ClickHouse counts as migrated. (Package schema's
+// the ClickHouse counts as migrated. (Package migrate's
 // TestMigrateIssuesNoDDLWhenCurrent shows that the same connection fails
 // as soon as a step is pending.)
 func TestMigratedWhenTheSchemaIsCurrent(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/resort"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
@@ -62,7 +63,7 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 	t.Parallel()
 	db := sinktest.New(t)
 	createPreviousSnapshots(t, db)
-	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(schema.ResortOptions{Settle: time.Second, StepRows: 40})}
+	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(resort.Options{Settle: time.Second, StepRows: 40})}
 	ch := historytest.OpenSink(t, db.DSN, opts...)
 	ctx := context.Background()
 	if err := ch.Migrate(ctx); err != nil {
@@ -193,7 +194,7 @@ type moveSteps struct {
 }
 
 // step runs one step through ch and waits as long as it says.
-func (m *moveSteps) step(ch *clickhouse.ClickHouse) schema.ResortReport {
+func (m *moveSteps) step(ch *clickhouse.ClickHouse) resort.Report {
 	m.t.Helper()
 	rep, err := ch.ResortStep(m.ctx)
 	if err != nil {

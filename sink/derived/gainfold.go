@@ -17,7 +17,7 @@ import (
 // from the whole history, a group of projects at a time, reporting its
 // progress to log and asking held before each group whether it may go on:
 // what migration 7 does for the history written before it (it is the
-// schema.GainsFolder the migrations are given), and what a benchmark that
+// migrate.GainsFolder the migrations are given), and what a benchmark that
 // writes its history with INSERT … SELECT runs after. Running it again
 // changes nothing the views show.
 func FoldGains(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error {

@@ -28,7 +28,7 @@ func changeLayout(orderBy, shardBy string) layout {
 // snapshotChangesTable holds one row per INSERT block and project
 // snapshot written.
 var snapshotChangesTable = rollupTable{
-	tableDef: tableDef{name: SnapshotChanges, columns: []columnDef{
+	TableDef: TableDef{name: SnapshotChanges, columns: []ColumnDef{
 		{"changed_at", "DateTime"}, {"project_id", "Int64"}, {"snapshot_at", "DateTime"},
 	}, layout: changeLayout("(changed_at, project_id, snapshot_at)", "project_id")},
 	fill: `SELECT now() AS changed_at, project_id, snapshot_at
@@ -41,7 +41,7 @@ GROUP BY project_id, snapshot_at`,
 // daemon records as missed at start) changes the missed ticks of the
 // intervals around it.
 var tickChangesTable = rollupTable{
-	tableDef: tableDef{name: TickChanges, columns: []columnDef{
+	TableDef: TableDef{name: TickChanges, columns: []ColumnDef{
 		{"changed_at", "DateTime"}, {"schedule", "String"}, {"tick", "DateTime"},
 	}, layout: changeLayout("(changed_at, schedule, tick)", "schedule")},
 	fill: `SELECT now() AS changed_at, schedule, snapshot_at AS tick
@@ -51,13 +51,13 @@ GROUP BY schedule, snapshot_at`,
 
 // createChangeLogs returns the statements that create the change tables
 // and the materialized views that fill them.
-func createChangeLogs(d ddl) []string {
+func createChangeLogs(d DDL) []string {
 	var stmts []string
 	for _, c := range []struct {
 		t      rollupTable
 		source string
 	}{{snapshotChangesTable, SnapshotsTable.name}, {tickChangesTable, RunsTable.name}} {
-		stmts = append(stmts, d.createTable(c.t.tableDef)...)
+		stmts = append(stmts, d.CreateTable(c.t.TableDef)...)
 		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
 			d.Table(c.t.name+"_mv"), d.OnCluster(), d.Local(c.t.name), c.t.selectFrom(d.Local(c.source), "")))
 	}

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"context"
 	"fmt"
 )
 
@@ -48,8 +47,8 @@ func rollupCodecs() []struct{ table, column, typ string } {
 	}
 }
 
-// rollupCodecDDL sets the codecs of the rollups' states.
-func rollupCodecDDL(d ddl) []string {
+// RollupCodecDDL sets the codecs of the rollups' states.
+func RollupCodecDDL(d DDL) []string {
 	var stmts []string
 	for _, c := range rollupCodecs() {
 		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s MODIFY COLUMN %s %s CODEC(ZSTD(3))", d.Local(c.table), d.OnCluster(), c.column, c.typ))
@@ -57,32 +56,16 @@ func rollupCodecDDL(d ddl) []string {
 	return stmts
 }
 
-// codecDDL sets the codecs of the snapshot table whose rows a host holds
+// CodecDDL sets the codecs of the snapshot table whose rows a host holds
 // in table, quoted and qualified, keeping each column's type.
-func codecDDL(d ddl, table string) []string {
+func CodecDDL(d DDL, table string) []string {
 	types := map[string]string{}
-	for _, c := range SnapshotsTable.def().columns {
-		types[c.name] = c.typ
+	for _, c := range SnapshotsTable.Def().columns {
+		types[c.Name] = c.Type
 	}
 	var stmts []string
 	for _, c := range snapshotCodecs() {
 		stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s%s MODIFY COLUMN %s %s CODEC(%s)", table, d.OnCluster(), c.column, types[c.column], c.codec))
 	}
 	return stmts
-}
-
-// migrateCodecs is migration 13: the snapshot table's codecs, on the
-// table that holds its rows on each host (after the move onto the sort
-// key, in cluster mode, the copy), and the rollups' states'.
-func migrateCodecs(ctx context.Context, m *migrator) error {
-	table, err := m.snapshotsLocal(ctx)
-	if err != nil {
-		return err
-	}
-	for _, q := range append(codecDDL(m.ddl, table), rollupCodecDDL(m.ddl)...) {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -22,7 +22,7 @@ import (
 // saw the same last snapshots, its values are the same. Each sum is padded
 // to 20 digits so that the key compares as a String, and has a fixed
 // length (refreshKeyLen).
-var dayRollupTable = tableDef{name: DayRollup, columns: []columnDef{
+var dayRollupTable = TableDef{name: DayRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"day", "Date"}, {"day_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, UInt64), String)"},
 }, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day)")}
 
@@ -32,14 +32,14 @@ const refreshKeyLen = 80
 // DayRefresh returns the INSERT that computes the day rollup's rows from
 // the daily rollup for the (project, day) pairs that where selects.
 func DayRefresh(n chconn.Names, where string) string {
-	return periodRefresh(ddl{n}, DayRollup, DailyRollup, "day", where, "argMaxState(day_values, refresh_key)")
+	return periodRefresh(DDL{n}, DayRollup, DailyRollup, "day", where, "argMaxState(day_values, refresh_key)")
 }
 
 // HourRefresh returns the INSERT that computes the hour rollup's rows
 // (hourly.go) from the hourly rollup for the (project, hour) pairs that
 // where selects: as DayRefresh does for days, each as its HourRow.
 func HourRefresh(n chconn.Names, where string) string {
-	return periodRefresh(ddl{n}, HourRollup, HourlyRollup, "hour", where, "maxState("+
+	return periodRefresh(DDL{n}, HourRollup, HourlyRollup, "hour", where, "maxState("+
 		HourRow("refresh_key", "tupleElement(hour_values, 1)", "tupleElement(hour_values, 2)", "tupleElement(hour_values, 3)")+")")
 }
 
@@ -47,7 +47,7 @@ func HourRefresh(n chconn.Names, where string) string {
 // period, named by its column (day, hour), from the rollup source of the
 // messages' last rows of each; state aggregates the period's values (a
 // tuple, {period}_values) and their refresh_key into the target's state.
-func periodRefresh(d ddl, target, source, period, where, state string) string {
+func periodRefresh(d DDL, target, source, period, where, state string) string {
 	return strings.ReplaceAll(fmt.Sprintf(dayRefreshSQL, d.Table(target), d.Table(source), where,
 		RowUInt64("message_row", RowReadCount), RowUInt64("message_row", RowTotal),
 		RowUInt64("message_row", RowSnapshotAt), RowUInt64("message_row", RowVersion), state), "{period}", period)

@@ -7,36 +7,38 @@ import (
 	"github.com/readsync/readsync/sink/chconn"
 )
 
-// ddl writes the DDL of readsync's schema for one database and topology,
+// DDL writes the DDL of readsync's schema for one database and topology,
 // naming the tables as chconn.Names does. Migrations build their
 // statements with it, so that each is written once for both topologies,
-// and none needs a server to render.
-type ddl struct{ chconn.Names }
+// and none needs a server to render: the functions of this package that
+// take a DDL (RollupTablesDDL and the like) render what each migration
+// creates.
+type DDL struct{ chconn.Names }
 
 // in is the IN of a view's subquery over readsync's tables: a plain IN
 // on one server, by which 18.16 narrows a read to the granules of the keys
 // the subquery returns (it narrows nothing by a GLOBAL IN); in cluster
 // mode a GLOBAL IN, which runs the subquery once, over the Distributed
 // tables, rather than once per shard.
-func (d ddl) in() string {
+func (d DDL) in() string {
 	if d.Clustered() {
 		return "GLOBAL IN"
 	}
 	return "IN"
 }
 
-// createDatabase creates the database on every host.
-func (d ddl) createDatabase() string {
+// CreateDatabase creates the database on every host.
+func (d DDL) CreateDatabase() string {
 	return "CREATE DATABASE IF NOT EXISTS " + d.QuotedDatabase() + d.OnCluster()
 }
 
-// createTable returns the statements that create t: the table itself on a
+// CreateTable returns the statements that create t: the table itself on a
 // single server; in cluster mode, the replicated local table on every host
 // and the Distributed table over it, sharded by t's shardBy.
-func (d ddl) createTable(t tableDef) []string {
+func (d DDL) CreateTable(t TableDef) []string {
 	cols := make([]string, len(t.columns))
 	for i, c := range t.columns {
-		cols[i] = "    " + c.name + " " + c.typ
+		cols[i] = "    " + c.Name + " " + c.Type
 	}
 	body := "(\n" + strings.Join(cols, ",\n") + "\n)"
 	var b strings.Builder
@@ -56,16 +58,16 @@ func (d ddl) createTable(t tableDef) []string {
 	return stmts
 }
 
-// createView creates a view on every host; its query reads the
+// CreateView creates a view on every host; its query reads the
 // user-facing (in cluster mode, Distributed) tables.
-func (d ddl) createView(name, query string) string {
+func (d DDL) CreateView(name, query string) string {
 	return fmt.Sprintf("CREATE VIEW IF NOT EXISTS %s%s AS\n%s", d.Table(name), d.OnCluster(), query)
 }
 
 // replaceView drops the view v, if it exists, and creates it again: the
 // way to change a view's query that both tested servers have (18.16 has no
 // CREATE OR REPLACE VIEW). Readers see no view for the moment between.
-func (d ddl) replaceView(v view) []string {
+func (d DDL) replaceView(v view) []string {
 	return []string{
 		"DROP TABLE IF EXISTS " + d.Table(v.name) + d.OnCluster(),
 		fmt.Sprintf("CREATE VIEW %s%s AS\n%s", d.Table(v.name), d.OnCluster(), v.query),

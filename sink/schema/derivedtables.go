@@ -1,6 +1,9 @@
 package schema
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // The tables of the derived history that the refreshes and the reconciles
 // write (package derived computes their rows): the reads gained per
@@ -66,14 +69,14 @@ var GainsTable = &table[GainRow]{
 	layout: snapshotRollupLayout(engine{name: "MergeTree"}, "(project_id, snapshot_at)"),
 }
 
-// gainColumnsSince7 are the gains rollup's columns migration 7 added.
-var gainColumnsSince7 = []string{"gain_snap_messages", "gain_snap_reads", "gain_snap_total"}
+// GainColumnsSince7 are the gains rollup's columns migration 7 added.
+var GainColumnsSince7 = []string{"gain_snap_messages", "gain_snap_reads", "gain_snap_total"}
 
 // firstRollupTable holds when each message was first seen: what tells a
 // message new at a snapshot from one listed again after a while, without
 // reading its history.
 var firstRollupTable = rollupTable{
-	tableDef: tableDef{name: FirstRollup, columns: []columnDef{
+	TableDef: TableDef{name: FirstRollup, columns: []ColumnDef{
 		{"project_id", "Int64"}, {"message_id", "Int64"}, {"first_seen", "AggregateFunction(min, DateTime)"},
 	}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "", "(project_id, message_id)")},
 	fill: `SELECT project_id, message_id, minState(snapshot_at) AS first_seen
@@ -86,7 +89,7 @@ GROUP BY project_id, message_id`,
 // project_read_daily_gains shows. Each refresh stores the day's values
 // with a key that grows with the rows it saw (package derived's
 // gaindays.go says how).
-var dayGainsTable = tableDef{name: DayGainsRollup, columns: []columnDef{
+var dayGainsTable = TableDef{name: DayGainsRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"day", "Date"},
 	{"day_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
 }, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(day)", "(project_id, day)")}
@@ -101,7 +104,7 @@ const LegacySchedules = "snapshot_schedules"
 
 // legacySchedulesTable holds, per project snapshot, the schedule release
 // 0.3.0 counted its missed ticks by.
-var legacySchedulesTable = tableDef{name: LegacySchedules, columns: []columnDef{
+var legacySchedulesTable = TableDef{name: LegacySchedules, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"snapshot_at", "DateTime"}, {"schedule", "String"},
 }, layout: layout{engine: engine{name: "ReplacingMergeTree"}, partitionBy: "toYYYYMM(snapshot_at)", orderBy: "(project_id, snapshot_at)", shardBy: "project_id"}}
 
@@ -111,26 +114,48 @@ const Reconciles = "reconciles"
 // reconcilesTable records each reconcile step that completed: the
 // position in the change logs it read up to, and what it found. Release
 // 0.4.0 created it without the columns of a step's exact position
-// (reconcileColumnsSince8), and recorded only changes_to, up to which it
+// (ReconcileColumnsSince8), and recorded only changes_to, up to which it
 // had read every change less 15 minutes; migration 8 adds them there. A
 // database created since has them from the start, so that a cluster's
 // replicated table is never altered ON CLUSTER, which 18.16's DDL worker
 // can fail at when a replica already has the column.
-var reconcilesTable = tableDef{name: Reconciles, columns: append([]columnDef{
+var reconcilesTable = TableDef{name: Reconciles, columns: append([]ColumnDef{
 	{"started_at", "DateTime"}, {"changes_from", "DateTime"}, {"changes_to", "DateTime"},
 	{"changed_snapshots", "UInt64"}, {"changed_ticks", "UInt64"}, {"refreshed_snapshots", "UInt64"},
 	{"rewritten_gains", "UInt64"}, {"duration_ms", "UInt64"},
-}, reconcileColumnsSince8...), layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(started_at)", orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
+}, ReconcileColumnsSince8...), layout: layout{engine: engine{name: "MergeTree"}, partitionBy: "toYYYYMM(started_at)", orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
 
-// reconcileColumnsSince8 are the columns migration 8 adds to
+// ReconcileColumnsSince8 are the columns migration 8 adds to
 // reconcilesTable, in order: keyset, 1 for a step of this form, 0 for a
 // record of release 0.4.0; the step's position, with changes_to for the
 // snapshot change log's (its change time) and tick_changes_to for the
 // tick change log's; who ran it (a daemon process, empty for a one-off
 // command); and the changes that still waited after it.
-var reconcileColumnsSince8 = []columnDef{
+var ReconcileColumnsSince8 = []ColumnDef{
 	{"keyset", "UInt8"},
 	{"cursor_project_id", "Int64"}, {"cursor_snapshot_at", "DateTime"},
 	{"tick_changes_to", "DateTime"}, {"tick_cursor_schedule", "String"}, {"tick_cursor_tick", "DateTime"},
 	{"owner", "String"}, {"pending_changes", "UInt64"},
+}
+
+// GainsTablesDDL creates the tables of migration 6, and the materialized
+// view that fills the first-seen rollup.
+func GainsTablesDDL(d DDL) []string {
+	var stmts []string
+	for _, t := range []TableDef{firstRollupTable.TableDef, GainsTable.Def(), dayGainsTable} {
+		stmts = append(stmts, d.CreateTable(t)...)
+	}
+	return append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
+		d.Table(FirstRollup+"_mv"), d.OnCluster(), d.Local(FirstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
+}
+
+// DerivedTablesDDL creates the tables of migration 7: the schedules of
+// release 0.3.0, the record of reconciles, and the change logs with the
+// materialized views that fill them.
+func DerivedTablesDDL(d DDL) []string {
+	var stmts []string
+	for _, t := range []TableDef{legacySchedulesTable, reconcilesTable} {
+		stmts = append(stmts, d.CreateTable(t)...)
+	}
+	return append(stmts, createChangeLogs(d)...)
 }

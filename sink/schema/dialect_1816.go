@@ -4,12 +4,12 @@ import "regexp"
 
 // shapesOneServerRefuses are SQL shapes that one of the tested servers
 // refuses, each with the reason: the rules of the dialect the migrations
-// and views are written in (migrations.go, views.go), in a form a
+// and views are written in (package migrate, views.go), in a form a
 // statement can be held to. No statement readsync sends may have one.
 // The dialect is what 18.16 and current releases share; for a current
 // release alone, the rows that name 18.16 would go, and the statements
-// would use what they forbid (ADD COLUMN IF NOT EXISTS instead of
-// migrate.go's look in system.columns, CREATE OR REPLACE VIEW, window
+// would use what they forbid (ADD COLUMN IF NOT EXISTS instead of package
+// migrate's look in system.columns, CREATE OR REPLACE VIEW, window
 // functions).
 var shapesOneServerRefuses = []struct {
 	re     *regexp.Regexp

@@ -56,7 +56,7 @@ const Expiries = "expiries"
 // resolution's rows are all kept: readers of the derived history take
 // the derived rows before it as given, since the rows they were computed
 // from are gone. It never expires: a row per partition and month.
-var expiriesTable = tableDef{name: Expiries, columns: []columnDef{
+var expiriesTable = TableDef{name: Expiries, columns: []ColumnDef{
 	{"started_at", "DateTime"}, {"owner", "String"}, {"resolution", "String"}, {"table", "String"},
 	{"partition", "String"}, {"kept_from", "DateTime"}, {"rows", "UInt64"}, {"bytes", "UInt64"},
 }, layout: layout{engine: engine{name: "MergeTree"}, orderBy: "started_at", shardBy: "toUInt32(started_at)"}}
@@ -65,25 +65,25 @@ var expiriesTable = tableDef{name: Expiries, columns: []columnDef{
 // every table the migrations create partitioned by month to this list
 // (TestEveryPartitionedTableExpires).
 func expiringDefs() []struct {
-	def tableDef
+	def TableDef
 	res Resolution
 } {
 	return []struct {
-		def tableDef
+		def TableDef
 		res Resolution
 	}{
-		{SnapshotsTable.def(), Raw},
+		{SnapshotsTable.Def(), Raw},
 		{rollupByName(SnapshotRollup), Raw},
-		{GainsTable.def(), Raw},
-		{snapshotChangesTable.tableDef, Raw},
-		{tickChangesTable.tableDef, Raw},
-		{RunsTable.def(), Raw},
+		{GainsTable.Def(), Raw},
+		{snapshotChangesTable.TableDef, Raw},
+		{tickChangesTable.TableDef, Raw},
+		{RunsTable.Def(), Raw},
 		{reconcilesTable, Raw},
 		{legacySchedulesTable, Raw},
-		{NameFailuresTable.def(), Raw},
-		{nameFailureHoursTable.tableDef, Raw},
+		{NameFailuresTable.Def(), Raw},
+		{nameFailureHoursTable.TableDef, Raw},
 		{refreshesTable, Raw},
-		{hourlyRollupTable.tableDef, Hourly},
+		{hourlyRollupTable.TableDef, Hourly},
 		{hourRollupTable, Hourly},
 		{hourGainsTable, Hourly},
 		{rollupByName(DailyRollup), Daily},
@@ -93,10 +93,10 @@ func expiringDefs() []struct {
 }
 
 // rollupByName is the rollup table of that name.
-func rollupByName(name string) tableDef {
+func rollupByName(name string) TableDef {
 	for _, r := range rollupTables() {
 		if r.name == name {
-			return r.tableDef
+			return r.TableDef
 		}
 	}
 	panic("schema: no rollup " + name)
@@ -114,8 +114,8 @@ func ExpiringTables() []ExpiringTable {
 		}
 		t := ExpiringTable{Name: e.def.name, Resolution: e.res, Column: col}
 		for _, c := range e.def.columns {
-			if c.name == col {
-				t.Date = c.typ == "Date"
+			if c.Name == col {
+				t.Date = c.Type == "Date"
 			}
 		}
 		out = append(out, t)
@@ -123,5 +123,5 @@ func ExpiringTables() []ExpiringTable {
 	return out
 }
 
-// expiriesDDL is what migration 11 creates: the record of expiry.
-func expiriesDDL(d ddl) []string { return d.createTable(expiriesTable) }
+// ExpiriesDDL is what migration 11 creates: the record of expiry.
+func ExpiriesDDL(d DDL) []string { return d.CreateTable(expiriesTable) }

@@ -1,11 +1,8 @@
 package schema
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
-
-	"github.com/readsync/readsync/sink/chconn"
 )
 
 // The hourly resolution: each message's last row of each UTC hour, and
@@ -26,17 +23,17 @@ const (
 	HourlyGainsView = "project_read_hourly_gains"
 )
 
-// hourOf is a snapshot's UTC hour: hours in the server's time zone would
+// HourOf is a snapshot's UTC hour: hours in the server's time zone would
 // not be UTC's in a zone with a half-hour offset.
-const hourOf = "toDateTime(intDiv(toUInt32(snapshot_at), 3600) * 3600)"
+const HourOf = "toDateTime(intDiv(toUInt32(snapshot_at), 3600) * 3600)"
 
 // hourlyRollupTable holds, once merged, one row per message and UTC hour:
 // its last snapshot of the hour.
 var hourlyRollupTable = rollupTable{
-	tableDef: tableDef{name: HourlyRollup, columns: []columnDef{
+	TableDef: TableDef{name: HourlyRollup, columns: []ColumnDef{
 		{"project_id", "Int64"}, {"hour", "DateTime"}, {"message_id", "Int64"}, {"hour_row", "AggregateFunction(max, String)"},
 	}, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "toYYYYMM(hour)", "(project_id, hour, message_id)")},
-	fill: `SELECT project_id, ` + hourOf + ` AS hour, message_id, maxState(` + SnapshotRow + `) AS hour_row
+	fill: `SELECT project_id, ` + HourOf + ` AS hour, message_id, maxState(` + SnapshotRow + `) AS hour_row
 FROM {from} {where}
 GROUP BY project_id, hour, message_id`,
 }
@@ -49,7 +46,7 @@ GROUP BY project_id, hour, message_id`,
 // tuple, as release 0.4.0 created it; a maximum of a String merges in
 // half the time (the per-snapshot panel over two days of hours of 500
 // projects: 70 ms against 130 on 26.7, 70 against 90 on 18.16).
-var hourRollupTable = tableDef{name: HourRollup, columns: []columnDef{
+var hourRollupTable = TableDef{name: HourRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"hour", "DateTime"}, {"hour_state", "AggregateFunction(max, String)"},
 }, layout: hourRollupLayout()}
 
@@ -80,7 +77,7 @@ func HourRowOf(key string, messages, reads, total uint64) string {
 // hourGainsTable is the hour gains rollup: the gains of a project's
 // snapshots summed per UTC hour, as the day gains rollup sums them per
 // day (package derived's gaindays.go).
-var hourGainsTable = tableDef{name: HourGainsRollup, columns: []columnDef{
+var hourGainsTable = TableDef{name: HourGainsRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"hour", "DateTime"},
 	{"hour_gain_state", "AggregateFunction(argMax, Tuple(UInt64, UInt64, Int64, UInt64), String)"},
 }, layout: hourRollupLayout()}
@@ -105,7 +102,7 @@ const hourGranularity = 128
 
 // projectReadHourly is project_read_hourly: per project and UTC hour, the
 // messages listed, their last reads and totals of the hour, summed.
-func projectReadHourly(d ddl) string {
+func projectReadHourly(d DDL) string {
 	hours := fmt.Sprintf(`SELECT project_id, hour, %s AS messages, %s AS reads, %s AS total
 FROM
 (
@@ -118,7 +115,7 @@ FROM
 
 // projectReadHourlyGains is project_read_hourly_gains: the gains of a
 // project's snapshots summed per UTC hour.
-func projectReadHourlyGains(d ddl) string {
+func projectReadHourlyGains(d DDL) string {
 	hours := fmt.Sprintf(`SELECT
     project_id,
     hour,
@@ -136,99 +133,23 @@ FROM
 }
 
 // hourlyViews are the views of the hourly resolution.
-func hourlyViews(d ddl) []view {
+func hourlyViews(d DDL) []view {
 	return []view{{HourlyView, projectReadHourly(d)}, {HourlyGainsView, projectReadHourlyGains(d)}}
 }
 
-// hourlyDDL is what migration 12 creates: the tables, the materialized
+// HourlyDDL is what migration 12 creates: the tables, the materialized
 // view that fills the hourly rollup from snapshots, the table that holds
 // the snapshot rows on each host (see chconn.Names.LocalName), and the
 // views.
-func hourlyDDL(d ddl, snapshots string) []string {
+func HourlyDDL(d DDL, snapshots string) []string {
 	var stmts []string
-	for _, t := range []tableDef{hourlyRollupTable.tableDef, hourRollupTable, hourGainsTable} {
-		stmts = append(stmts, d.createTable(t)...)
+	for _, t := range []TableDef{hourlyRollupTable.TableDef, hourRollupTable, hourGainsTable} {
+		stmts = append(stmts, d.CreateTable(t)...)
 	}
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
 		d.Table(HourlyRollup+"_mv"), d.OnCluster(), d.Local(HourlyRollup), hourlyRollupTable.selectFrom(snapshots, "")))
 	for _, v := range hourlyViews(d) {
-		stmts = append(stmts, d.createView(v.name, v.query))
+		stmts = append(stmts, d.CreateView(v.name, v.query))
 	}
 	return stmts
-}
-
-// snapshotsLocal is the table that holds the snapshot rows on each host,
-// quoted and qualified: in cluster mode the one the Distributed table
-// reads, which after the move onto the sort key is not
-// message_read_snapshots_local (see chconn.Names.LocalName).
-func (m *migrator) snapshotsLocal(ctx context.Context) (string, error) {
-	d := m.ddl
-	if !d.Clustered() {
-		return d.Local(SnapshotsTable.name), nil
-	}
-	engines, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", d.Database(), SnapshotsTable.name)
-	if err != nil {
-		return "", fmt.Errorf("read the engine of %s: %w", SnapshotsTable.name, err)
-	}
-	if len(engines) == 1 {
-		if local, ok := chconn.DistributedLocal(engines[0]); ok {
-			return d.Table(local), nil
-		}
-	}
-	return d.Local(SnapshotsTable.name), nil
-}
-
-// migrateHourly is migration 12: it creates the hourly resolution and
-// folds the history written before into it, a partition at a time. The
-// materialized view exists before the fold, so no row is missed; a row
-// both take counts once, as the rollup keeps a maximum. The hour rollup
-// is computed from the hourly rollup, and the hour gains from the gains
-// rollup, with a key (0) below every key a refresh writes, so that any
-// later refresh of the hour replaces it. Run again, it changes nothing
-// the views show.
-func migrateHourly(ctx context.Context, m *migrator) error {
-	d := m.ddl
-	snapshots, err := m.snapshotsLocal(ctx)
-	if err != nil {
-		return err
-	}
-	for _, q := range hourlyDDL(d, snapshots) {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	// The messages' hours hold a group per snapshot row at an hourly
-	// cadence: they are folded a range of projects at a time.
-	const msg = "folded history into the hourly resolution"
-	err = m.foldMonthsByProject(ctx, SnapshotsTable.name, "snapshot_at", HourlyRollup, msg, func(month, projects string) string {
-		return fmt.Sprintf("INSERT INTO %s %s", d.Table(HourlyRollup),
-			hourlyRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+month+" AND "+projects))
-	})
-	if err != nil {
-		return err
-	}
-	err = m.foldMonthsByProject(ctx, HourlyRollup, "hour", HourRollup, msg, func(month, projects string) string {
-		return HourRefresh(d.Names, "WHERE toYYYYMM(hour) = "+month+" AND "+projects)
-	})
-	if err != nil {
-		return err
-	}
-	return m.foldMonths(ctx, GainsRollup, HourGainsRollup, msg, func(month string) string {
-		return fmt.Sprintf(`INSERT INTO %s (project_id, hour, hour_gain_state)
-SELECT project_id, hour, argMaxState((snapshots, new_messages, reads_gained, missed_ticks), '0')
-FROM
-(
-    SELECT project_id, %s AS hour, count() AS snapshots, sum(n) AS new_messages, sum(r) AS reads_gained, sum(t) AS missed_ticks
-    FROM
-    (
-        SELECT project_id, snapshot_at, argMax(gain_new_messages, gain_key) AS n, argMax(gain_reads, gain_key) AS r,
-            argMax(gain_missed_ticks, gain_key) AS t
-        FROM %s
-        WHERE toYYYYMM(snapshot_at) = %s
-        GROUP BY project_id, snapshot_at
-    )
-    GROUP BY project_id, hour
-)
-GROUP BY project_id, hour`, d.Table(HourGainsRollup), hourOf, d.Table(GainsRollup), month)
-	})
 }

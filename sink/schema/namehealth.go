@@ -42,7 +42,7 @@ const streakPasses = 64
 // than a day, that span in seconds, from the passes' mean interval. A
 // schedule it leaves out (faster, a backfill's empty one, one that did not run)
 // counts over the day.
-func streakSpans(d ddl) string {
+func streakSpans(d DDL) string {
 	// The division is computed for a schedule of one pass too, before
 	// HAVING leaves it out: its divisor is kept at 1 or more.
 	return fmt.Sprintf(`SELECT schedule, toUInt32(%d * intDiv(toUInt32(max(snapshot_at)) - toUInt32(min(snapshot_at)), greatest(uniqExact(snapshot_at), 2) - 1)) AS span
@@ -56,7 +56,7 @@ HAVING uniqExact(snapshot_at) > 1 AND span > 86400`, streakPasses, d.Table(RunsT
 // before the day's hours: each slow schedule's hours from the one its span
 // starts in. As a set of the rollup's first two key columns, the server
 // reads only their granules.
-func streakHours(d ddl) string {
+func streakHours(d DDL) string {
 	// range takes one argument on 18.16: the hours are the first one's
 	// number plus 0, 1, … up to the day's first.
 	first := "intDiv(toUInt32(now()) - span, 3600)"
@@ -71,7 +71,7 @@ FROM
 // reads the names' failures: a day, or the longest span of a slow
 // schedule's last streakPasses passes. A repair computes that much again.
 func NameHealthReach(n chconn.Names) string {
-	return fmt.Sprintf("SELECT greatest(toUInt32(86400), max(span)) FROM (%s)", streakSpans(ddl{n}))
+	return fmt.Sprintf("SELECT greatest(toUInt32(86400), max(span)) FROM (%s)", streakSpans(DDL{n}))
 }
 
 var (
@@ -128,7 +128,7 @@ var (
 // ones after the latest success: the passes in a row that have failed, 0
 // when the latest pass that asked succeeded. It read every failure of the
 // day at every query (nameHealth replaces it).
-func nameHealthV10(d ddl) string {
+func nameHealthV10(d DDL) string {
 	failed := fmt.Sprintf("SELECT schedule, nft FROM %s WHERE snapshot_at >= now() - %s", d.Table(NameFailuresTable.name), nameHealthWindow)
 	failures := fmt.Sprintf(`SELECT
     schedule,
@@ -150,7 +150,7 @@ GROUP BY schedule, nft`, d.Table(NameFailuresTable.name), nameHealthWindow)
 // passes that failed), and failed, the schedules and names it holds;
 // failures24h and afterSuccess count the failures of the window and those
 // after the last success (last_success_at) from them.
-func nameHealthOf(d ddl, failures, failed, failures24h, afterSuccess string) string {
+func nameHealthOf(d DDL, failures, failed, failures24h, afterSuccess string) string {
 	return fmt.Sprintf(`SELECT
     schedule,
     nft,
@@ -168,7 +168,7 @@ UNION ALL
 
 // successesWhere selects the latest success (last_success_at) of each
 // schedule and name whose successes the condition where selects.
-func successesWhere(d ddl, where string) string {
+func successesWhere(d DDL, where string) string {
 	return fmt.Sprintf(`SELECT schedule, nft, max(snapshot_at) AS last_success_at
 FROM %s
 WHERE %s
@@ -180,7 +180,7 @@ GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), where)
 // latest success alone. A query for the failing names (failing_passes >
 // 0) costs the failing half where the server prunes this one, whose
 // failing_passes is a constant 0 (26.7 does, 18.16 does not).
-func healthyNames(d ddl, failed string) string {
+func healthyNames(d DDL, failed string) string {
 	return fmt.Sprintf(`SELECT
     schedule,
     nft,
@@ -196,8 +196,8 @@ WHERE (schedule, nft) GLOBAL NOT IN (%s)
 GROUP BY schedule, nft`, d.Table(NameSuccessesTable.name), failed)
 }
 
-// nameHealthDDL is what migration 10 creates: the two tables and the view.
-func nameHealthDDL(d ddl) []string {
-	stmts := append(d.createTable(NameFailuresTable.def()), d.createTable(NameSuccessesTable.def())...)
-	return append(stmts, d.createView(NameHealthView, nameHealthV10(d)))
+// NameHealthDDL is what migration 10 creates: the two tables and the view.
+func NameHealthDDL(d DDL) []string {
+	stmts := append(d.CreateTable(NameFailuresTable.Def()), d.CreateTable(NameSuccessesTable.Def())...)
+	return append(stmts, d.CreateView(NameHealthView, nameHealthV10(d)))
 }

@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/readsync/readsync/sink/chconn"
@@ -56,7 +55,7 @@ const (
 // history kept. It is sharded by name like name_failures, whose local
 // table fills it on each shard.
 var nameFailureHoursTable = rollupTable{
-	tableDef: tableDef{name: NameFailureHours, columns: []columnDef{
+	TableDef: TableDef{name: NameFailureHours, columns: []ColumnDef{
 		{"schedule", "String"}, {"nft", "String"}, {"hour", "DateTime"}, {"at_second", "UInt8"},
 		{"minute_bits", "AggregateFunction(groupBitOr, UInt64)"},
 		{"last_failure", "AggregateFunction(max, String)"},
@@ -66,9 +65,9 @@ var nameFailureHoursTable = rollupTable{
 		orderBy:     "(schedule, hour, nft, at_second)",
 		shardBy:     "nft",
 	}},
-	// From Unix seconds, as hourOf: the hour, minute and second are
+	// From Unix seconds, as HourOf: the hour, minute and second are
 	// UTC's whatever the server's time zone.
-	fill: `SELECT schedule, nft, ` + hourOf + ` AS hour, toUInt8(toUInt32(snapshot_at) % 60) AS at_second,
+	fill: `SELECT schedule, nft, ` + HourOf + ` AS hour, toUInt8(toUInt32(snapshot_at) % 60) AS at_second,
     groupBitOrState(bitShiftLeft(toUInt64(1), intDiv(toUInt32(snapshot_at) % 3600, 60))) AS minute_bits,
     maxState(` + FailureRow + `) AS last_failure
 FROM {from} {where}
@@ -115,7 +114,7 @@ func popCount(x string) string {
 // to look up: by name alone, which 26.7 and 18.16 both look up faster
 // than a (schedule, name) pair (11 ms against 22); the join keeps the
 // schedule's.
-func nameHealth(d ddl) string {
+func nameHealth(d DDL) string {
 	rollup := d.Table(NameFailureHours)
 	since := "toUInt32(now() - " + nameHealthWindow + ")"
 	failed := fmt.Sprintf(`SELECT schedule, nft
@@ -172,43 +171,15 @@ UNION ALL
 		indent(failing), healthyNames(d, failed))
 }
 
-// nameFailureHoursDDL is what migration 14 creates: the rollup, the
+// NameFailureHoursDDL is what migration 14 creates: the rollup, the
 // materialized view that fills it from name_failures on each host, and
 // name_health over it.
-func nameFailureHoursDDL(d ddl) []string {
-	stmts := d.createTable(nameFailureHoursTable.tableDef)
+func NameFailureHoursDDL(d DDL) []string {
+	stmts := d.CreateTable(nameFailureHoursTable.TableDef)
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
 		d.Table(NameFailureHours+"_mv"), d.OnCluster(), d.Local(NameFailureHours),
 		nameFailureHoursTable.selectFrom(d.Local(NameFailuresTable.name), "")))
 	return append(stmts, d.replaceView(view{NameHealthView, nameHealth(d)})...)
-}
-
-// migrateNameFailureHours is migration 14: it creates the rollup and its
-// materialized view, folds the failures written before into it a month
-// at a time, and only then points name_health at it, so that the view
-// never shows a day the rollup has not folded yet. Run again, it changes
-// nothing the view shows.
-func migrateNameFailureHours(ctx context.Context, m *migrator) error {
-	d := m.ddl
-	stmts := nameFailureHoursDDL(d)
-	create, replace := stmts[:len(stmts)-2], stmts[len(stmts)-2:]
-	for _, q := range create {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	err := m.foldMonths(ctx, NameFailuresTable.name, NameFailureHours, "folded the names' failures into their hours", func(month string) string {
-		return NameFailureHoursRefill(d.Names, "WHERE toYYYYMM(snapshot_at) = "+month)
-	})
-	if err != nil {
-		return err
-	}
-	for _, q := range replace {
-		if err := m.exec(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // NameHealthFromFailures is name_health computed from name_failures
@@ -216,7 +187,7 @@ func migrateNameFailureHours(ctx context.Context, m *migrator) error {
 // for the last failure as a tuple: the brute force --verify holds the view
 // to, at the same instant when both are read by one query.
 func NameHealthFromFailures(n chconn.Names) string {
-	d := ddl{n}
+	d := DDL{n}
 	failures := d.Table(NameFailuresTable.name)
 	failed := fmt.Sprintf("SELECT schedule, nft FROM %s WHERE snapshot_at >= now() - %s", failures, nameHealthWindow)
 	// The failures of the hours the view reads; the first condition, on
@@ -249,6 +220,6 @@ FROM
 // again from name_failures' rows that where (a WHERE clause) selects:
 // what --repair runs after deleting those hours.
 func NameFailureHoursRefill(n chconn.Names, where string) string {
-	d := ddl{n}
+	d := DDL{n}
 	return fmt.Sprintf("INSERT INTO %s %s", d.Table(NameFailureHours), nameFailureHoursTable.selectFrom(d.Table(NameFailuresTable.name), where))
 }

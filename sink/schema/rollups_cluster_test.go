@@ -12,6 +12,7 @@ import (
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
@@ -48,11 +49,12 @@ func TestClusterRollupsEqualBruteForce(t *testing.T) {
 			ctx := context.Background()
 			ch := historytest.OpenCluster(t, c, 0)
 			conn, names := openConn(t, c, 0), clusterNames(c)
+			d := schema.DDL{Names: names}
 			// History before the upgrade, folded by the migration, then
 			// writes through the materialized views and the day refresh.
-			for _, q := range append([]string{schema.CreateDatabase(names)}, append(schema.CreateTable(names, schema.ProjectsTable),
-				append(schema.CreateTable(names, schema.MessagesTable), schema.CreateTable(names, schema.SnapshotsTable)...)...)...) {
-				if err := schema.ExecDDL(ctx, conn, q); err != nil {
+			for _, q := range append([]string{d.CreateDatabase()}, append(d.CreateTable(schema.ProjectsTable.Def()),
+				append(d.CreateTable(schema.MessagesTable.Def()), d.CreateTable(schema.SnapshotsTable.Def())...)...)...) {
+				if err := migrate.ExecDDL(ctx, conn, q); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -108,12 +110,12 @@ FROM %[1]s
 WHERE (project_id, snapshot_at, version) IN (SELECT project_id, snapshot_at, max(version) FROM %[2]s GROUP BY project_id, snapshot_at)
 GROUP BY project_id, snapshot_at`, names.Table("message_read_snapshots"), names.Local("message_read_snapshots"))
 			brute := map[string]string{
-				schema.LatestView:   schema.MessageReadLatestV1(names),
-				schema.DailyView:    schema.ProjectReadDailyV1(names),
+				schema.LatestView:   schema.MessageReadLatestV1(d),
+				schema.DailyView:    schema.ProjectReadDailyV1(d),
 				schema.SnapshotView: "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + schema.ReadRate + "\nFROM " + schema.WithProject(names, writes),
 			}
 			for node := range c.Conns {
-				for _, r := range schema.RollupTables() {
+				for _, r := range schema.Rollups() {
 					c.SyncReplica(t, node, r+"_local")
 				}
 				c.SyncReplica(t, node, schema.DayRollup+"_local")

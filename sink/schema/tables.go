@@ -1,3 +1,10 @@
+// Package schema is readsync's schema in ClickHouse, declared: its
+// tables and their columns, the views' SQL, the encodings of the rows the
+// rollups keep, and the DDL of each, rendered for a database and topology
+// without a server. Package migrate brings a database to it, and package
+// resort moves the snapshot table of an earlier release onto its sort
+// key; schema imports neither, and computes no derived rows (package
+// derived does).
 package schema
 
 import (
@@ -60,25 +67,27 @@ type engine struct {
 	args string // e.g. version; empty for none
 }
 
-// columnDef is a column's name and type, what DDL needs of it.
-type columnDef struct{ name, typ string }
+// ColumnDef is a column's name and type, what DDL needs of it.
+type ColumnDef struct{ Name, Type string }
 
-// tableDef is a table as DDL sees it, whatever its row type.
-type tableDef struct {
+// TableDef is a table as DDL sees it, whatever its row type: what
+// DDL.CreateTable renders. Its parts are declared in this package only.
+type TableDef struct {
 	name    string
-	columns []columnDef
+	columns []ColumnDef
 	layout  layout
 }
 
-func (t *table[R]) def() tableDef {
-	cols := make([]columnDef, 0, len(t.columns)+len(t.batchColumns))
+// Def is the table as DDL sees it: its columns, then its batch columns.
+func (t *table[R]) Def() TableDef {
+	cols := make([]ColumnDef, 0, len(t.columns)+len(t.batchColumns))
 	for _, c := range t.columns {
-		cols = append(cols, columnDef{c.name, c.typ})
+		cols = append(cols, ColumnDef{c.name, c.typ})
 	}
 	for _, c := range t.batchColumns {
-		cols = append(cols, columnDef{c.name, c.typ})
+		cols = append(cols, ColumnDef{c.name, c.typ})
 	}
-	return tableDef{name: t.name, columns: cols, layout: t.layout}
+	return TableDef{name: t.name, columns: cols, layout: t.layout}
 }
 
 // Name is the table's name in its database.
@@ -87,8 +96,8 @@ func (t *table[R]) Name() string { return t.name }
 // ColumnList is the INSERT's column list: "a, b, c".
 func (t *table[R]) ColumnList() string {
 	names := make([]string, 0, len(t.columns)+len(t.batchColumns))
-	for _, c := range t.def().columns {
-		names = append(names, c.name)
+	for _, c := range t.Def().columns {
+		names = append(names, c.Name)
 	}
 	return strings.Join(names, ", ")
 }

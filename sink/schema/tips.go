@@ -29,7 +29,7 @@ const (
 // tipRollupTable holds, once merged, one row per project: the maximum of
 // the tips its refreshes wrote, each a String that sorts by the snapshot,
 // then by the key of the day's sums (package derived encodes it).
-var tipRollupTable = tableDef{name: TipRollup, columns: []columnDef{
+var tipRollupTable = TableDef{name: TipRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"tip_state", "AggregateFunction(max, String)"},
 }, layout: rollupLayout(engine{name: "AggregatingMergeTree"}, "", "project_id")}
 
@@ -50,7 +50,7 @@ const (
 // project snapshot, for a refresh done) and refresh, sorted by kind, then
 // time, so that the reconcile reads the rows of a kind around the time of
 // the changes it reads.
-var refreshesTable = tableDef{name: Refreshes, columns: []columnDef{
+var refreshesTable = TableDef{name: Refreshes, columns: []ColumnDef{
 	{"kind", "UInt8"}, {"at", "DateTime"}, {"refresh_id", "UInt64"}, {"project_id", "Int64"},
 	{"snapshot_at", "DateTime"}, {"read_at", "DateTime"},
 }, layout: layout{
@@ -58,7 +58,7 @@ var refreshesTable = tableDef{name: Refreshes, columns: []columnDef{
 	shardBy: "project_id", granularity: FineGranularity,
 }}
 
-// tipsDDL is what migration 15 creates.
-func tipsDDL(d ddl) []string {
-	return append(d.createTable(tipRollupTable), d.createTable(refreshesTable)...)
+// TipsDDL is what migration 15 creates.
+func TipsDDL(d DDL) []string {
+	return append(d.CreateTable(tipRollupTable), d.CreateTable(refreshesTable)...)
 }

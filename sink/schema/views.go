@@ -54,14 +54,14 @@ func indent(q string) string {
 
 // withProject returns the FROM clause that adds the project's nft and name
 // to the rows of the subquery left, by project_id.
-func withProject(d ddl, left string) string {
+func withProject(d DDL, left string) string {
 	right := fmt.Sprintf("SELECT id AS project_id, nft, name AS project_name%s\nFROM %s FINAL", d.FinalVersion(), d.Table(ProjectsTable.name))
 	return anyLeftJoin(left, right, "project_id")
 }
 
 // withSubject returns the FROM clause that adds each message's subject to
 // the rows of the subquery left, by project_id and message_id.
-func withSubject(d ddl, left string) string {
+func withSubject(d DDL, left string) string {
 	right := fmt.Sprintf("SELECT project_id, id AS message_id, subject%s\nFROM %s FINAL", d.FinalVersion(), d.Table(MessagesTable.name))
 	return anyLeftJoin(left, right, "project_id, message_id")
 }
@@ -79,7 +79,7 @@ func Views() []string {
 }
 
 // currentViews are the views users query, as this release defines them.
-func currentViews(d ddl) []view {
+func currentViews(d DDL) []view {
 	v := rollupViews(d)
 	v[2] = view{SnapshotView, snapshotsFromGains(d)}
 	return append(append(append(v, gainsViews(d)...), view{CoverageView, scheduleCoverage(d)}, view{NameHealthView, nameHealth(d)}), hourlyViews(d)...)
@@ -88,7 +88,7 @@ func currentViews(d ddl) []view {
 // RewriteView returns the statements that write the view name again from
 // this release's definition of it: what mends a view altered by hand.
 func RewriteView(n chconn.Names, name string) []string {
-	d := ddl{n}
+	d := DDL{n}
 	for _, v := range currentViews(d) {
 		if v.name == name {
 			return d.replaceView(v)

@@ -12,12 +12,12 @@ import "fmt"
 // once: ticks are told apart by their time.
 const CoverageView = "schedule_coverage"
 
-// coverageViewDDL creates schedule_coverage, as migration 5 does.
-func coverageViewDDL(d ddl) []string {
-	return []string{d.createView(CoverageView, scheduleCoverage(d))}
+// CoverageViewDDL creates schedule_coverage, as migration 5 does.
+func CoverageViewDDL(d DDL) []string {
+	return []string{d.CreateView(CoverageView, scheduleCoverage(d))}
 }
 
-func scheduleCoverage(d ddl) string {
+func scheduleCoverage(d DDL) string {
 	return fmt.Sprintf(`SELECT
     schedule,
     day,

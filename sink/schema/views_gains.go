@@ -9,7 +9,7 @@ import "fmt"
 // snapshotsFromGains is project_read_snapshots from migration 7 on: each
 // project snapshot's newest write, as the refresh of its gains with the
 // highest key saw it (see package derived's gains.go).
-func snapshotsFromGains(d ddl) string {
+func snapshotsFromGains(d DDL) string {
 	snaps := fmt.Sprintf(`SELECT
     project_id,
     snapshot_at,
@@ -29,7 +29,7 @@ FROM
 // refresh with the highest key (see package derived's gains.go), as the
 // tuple g: previous snapshot time, messages, new messages, reads gained,
 // missed ticks.
-func gainsPerSnapshot(d ddl) string {
+func gainsPerSnapshot(d DDL) string {
 	return fmt.Sprintf(`SELECT
     project_id,
     snapshot_at,
@@ -41,7 +41,7 @@ GROUP BY project_id, snapshot_at`, d.Table(GainsRollup))
 // projectReadGains is project_read_gains: per project and snapshot, the
 // reads its messages gained since each one's previous snapshot, and
 // whether the interval spans ticks that gave the project nothing.
-func projectReadGains(d ddl) string {
+func projectReadGains(d DDL) string {
 	snaps := `SELECT
     project_id,
     snapshot_at,
@@ -61,7 +61,7 @@ FROM
 // project's snapshots summed per UTC day, from the day gains rollup (see
 // package derived's gaindays.go). An interval counts on the day of the snapshot that ends
 // it, its missed ticks too.
-func projectReadDailyGains(d ddl) string {
+func projectReadDailyGains(d DDL) string {
 	days := fmt.Sprintf(`SELECT
     project_id,
     day,
@@ -79,6 +79,21 @@ FROM
 }
 
 // gainsViews are the views of reads gained, as migration 6 creates them.
-func gainsViews(d ddl) []view {
+func gainsViews(d DDL) []view {
 	return []view{{GainsView, projectReadGains(d)}, {DailyGainsView, projectReadDailyGains(d)}}
+}
+
+// GainsViewsDDL creates the views of reads gained (views_gains.go).
+func GainsViewsDDL(d DDL) []string {
+	var stmts []string
+	for _, v := range gainsViews(d) {
+		stmts = append(stmts, d.CreateView(v.name, v.query))
+	}
+	return stmts
+}
+
+// SnapshotsViewDDL writes project_read_snapshots again from the gains
+// rollup, as migration 7 does.
+func SnapshotsViewDDL(d DDL) []string {
+	return d.replaceView(view{SnapshotView, snapshotsFromGains(d)})
 }

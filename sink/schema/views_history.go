@@ -6,10 +6,10 @@ import "fmt"
 // aggregates the whole snapshot history at every query. Migration 2
 // replaces them with the views over the rollups (views_rollups.go).
 
-// messageReadLatestV1 is the query of message_read_latest as migration 1
+// MessageReadLatestV1 is the query of message_read_latest as migration 1
 // creates it: argMax over (snapshot_at, version) of the whole history.
 // Migration 2 replaces it with latestFromRollup.
-func messageReadLatestV1(d ddl) string {
+func MessageReadLatestV1(d DDL) string {
 	latest := fmt.Sprintf(`SELECT
     project_id,
     message_id,
@@ -33,12 +33,12 @@ GROUP BY project_id, message_id`, d.Table(SnapshotsTable.name))
 FROM ` + withProject(d, messages)
 }
 
-// projectReadDailyV1 is the query of project_read_daily as migration 1
+// ProjectReadDailyV1 is the query of project_read_daily as migration 1
 // creates it. A day is a UTC day whatever the server's time zone, like
 // snapshot_at itself. Each message counts with its last snapshot of the
 // day, so a project's line does not depend on how many passes ran that
 // day. Migration 2 replaces it with dailyFromRollup.
-func projectReadDailyV1(d ddl) string {
+func ProjectReadDailyV1(d DDL) string {
 	days := fmt.Sprintf(`SELECT day, project_id, count() AS messages, sum(day_read_count) AS reads, sum(day_total) AS total
 FROM
 (

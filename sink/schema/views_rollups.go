@@ -10,7 +10,7 @@ import "fmt"
 // rollupViews returns the dashboard views over the rollups (see
 // rollups.go), as migration 2 creates them and migration 3 re-creates
 // them; migration 7 replaces the last.
-func rollupViews(d ddl) []view {
+func rollupViews(d DDL) []view {
 	return []view{
 		{LatestView, latestFromRollup(d)},
 		{DailyView, dailyFromRollup(d)},
@@ -20,7 +20,7 @@ func rollupViews(d ddl) []view {
 
 // latestFromRollup is message_read_latest over the latest rollup: each
 // message's row, decoded.
-func latestFromRollup(d ddl) string {
+func latestFromRollup(d DDL) string {
 	decoded := fmt.Sprintf(`SELECT
     project_id,
     message_id,
@@ -40,7 +40,7 @@ FROM
 
 // dailyFromRollup is project_read_daily over the day rollup, which holds
 // each project day's values as a refresh computed them (see dayrefresh.go).
-func dailyFromRollup(d ddl) string {
+func dailyFromRollup(d DDL) string {
 	days := fmt.Sprintf(`SELECT project_id, day, tupleElement(day_values, 1) AS messages, tupleElement(day_values, 2) AS reads,
     tupleElement(day_values, 3) AS total
 FROM
@@ -56,7 +56,7 @@ FROM
 // create it: a project's read rate at a snapshot is that of its newest
 // write for the snapshot, the highest version, summed by the snapshot
 // rollup. Migration 7 replaces it with snapshotsFromGains.
-func snapshotsFromRollup(d ddl) string {
+func snapshotsFromRollup(d DDL) string {
 	writes := fmt.Sprintf(`SELECT
     project_id,
     snapshot_at,
@@ -72,4 +72,14 @@ FROM
 )
 GROUP BY project_id, snapshot_at`, d.Table(SnapshotRollup))
 	return "SELECT snapshot_at, project_id, nft, project_name, messages, reads, total, " + readRate + "\nFROM " + withProject(d, writes)
+}
+
+// RollupViewsDDL writes the views over the rollups (views_rollups.go)
+// again, as migrations 2 and 3 do.
+func RollupViewsDDL(d DDL) []string {
+	var stmts []string
+	for _, v := range rollupViews(d) {
+		stmts = append(stmts, d.replaceView(v)...)
+	}
+	return stmts
 }

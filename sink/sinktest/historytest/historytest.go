@@ -16,7 +16,7 @@ import (
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
-	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -83,7 +83,7 @@ func MigrateFirst(t *testing.T, dsn string, n int) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	if err := schema.MigrateFirst(context.Background(), conn, derived.FoldGains, n); err != nil {
+	if err := migrate.ApplyFirst(context.Background(), conn, derived.FoldGains, n); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
-// TryMigrations finds out, without touching the database, whether this
-// server takes readsync's migrations from the user of the DSN: it applies
-// every migration to a scratch database, named after the database and
-// dropped again before it returns. A statement the server's dialect or the
+// Try finds out, without touching the database, whether this server
+// takes readsync's migrations from the user of the DSN: it applies every
+// migration to a scratch database, named after the database and dropped
+// again before it returns. A statement the server's dialect or the
 // user's rights refuse fails it as it would fail the real migration (see
 // sink.Refused). The scratch database holds no rows, so the data folds have
 // nothing to do: what it proves is the statements and the rights.
@@ -21,7 +22,7 @@ import (
 // In cluster mode the scratch tables replicate under a ZooKeeper path of
 // their own, so that they can never join the replication of readsync's
 // tables, whatever READSYNC_CLICKHOUSE_REPLICA_PATH says.
-func TryMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
+func Try(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	name := c.Names().Database() + "_readsync_check_" + hex.EncodeToString(b[:])
@@ -48,7 +49,7 @@ func TryMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder) error
 // that users query: a view an earlier release created, which this server
 // no longer accepts, fails it.
 func CheckViews(ctx context.Context, c *chconn.Conn) error {
-	for _, v := range append(Views(), NameHealthView) {
+	for _, v := range append(schema.Views(), schema.NameHealthView) {
 		rows, err := c.Query(ctx, "SELECT * FROM "+c.Names().Table(v)+" LIMIT 0")
 		if err == nil {
 			err = rows.Close()

@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -28,7 +29,7 @@ func TestMigrationsRenderWithoutAServer(t *testing.T) {
 		{"cluster", chconn.Topology{Cluster: "c"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := ddl{chconn.NewNames("d", tt.topo)}
+			d := schema.DDL{Names: chconn.NewNames("d", tt.topo)}
 			clustered := tt.topo.Cluster != ""
 			var locals, distributed int
 			for _, mig := range migrations() {
@@ -57,7 +58,7 @@ func TestMigrationsRenderWithoutAServer(t *testing.T) {
 					if strings.Contains(q, "ENGINE = Distributed(`c`, `d`, ") {
 						distributed++
 					}
-					for _, reason := range RefusedBy(q) {
+					for _, reason := range schema.RefusedBy(q) {
 						t.Errorf("migration %d: %s:\n%s", mig.id, reason, q)
 					}
 				}
@@ -92,7 +93,7 @@ func TestMigrationsSendWhatTheyRender(t *testing.T) {
 	rec := &execRecorder{}
 	ch.Intercept(func(c driver.Conn) driver.Conn { rec.Conn = c; return rec })
 	ctx := context.Background()
-	if err := Migrate(ctx, ch, noGains); err != nil {
+	if err := Apply(ctx, ch, noGains); err != nil {
 		t.Fatal(err)
 	}
 	server, err := ch.Server(ctx)
@@ -101,7 +102,7 @@ func TestMigrationsSendWhatTheyRender(t *testing.T) {
 	}
 	sent := rec.sent
 	for _, mig := range applicable(migrations(), server) {
-		for _, q := range mig.statements(ddl{ch.Names()}) {
+		for _, q := range mig.statements(schema.DDL{Names: ch.Names()}) {
 			i := slices.Index(sent, q)
 			if i < 0 {
 				t.Errorf("migration %d %q renders a statement it did not send after the previous one:\n%s", mig.id, mig.name, q)

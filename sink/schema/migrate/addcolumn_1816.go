@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -44,7 +44,7 @@ func (m *migrator) addColumnOn(ctx context.Context, conn chconn.Querier, table, 
 	if after != "" {
 		q += " AFTER " + after
 	}
-	if err := execDDL(ctx, conn, q); err != nil {
+	if err := ExecDDL(ctx, conn, q); err != nil {
 		return fmt.Errorf("add column %s.%s: %w", table, name, err)
 	}
 	return nil

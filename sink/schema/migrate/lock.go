@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // One process migrates at a time. The folds some migrations run over the
@@ -48,17 +49,19 @@ const (
 var errLockLost = errors.New("another process took the migration lock over (this one went without a heartbeat for longer than " +
 	lockLease.String() + "); it applies the migrations")
 
-// migrationLock is a held lock. Its heartbeat runs until release.
-type migrationLock struct {
+// Lock is the migration lock, held by this process. Its heartbeat runs
+// until Release, which the holder must call.
+type Lock struct {
 	c     *chconn.Conn
 	owner string
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }
 
-// lockMigrations takes the database's migration lock, waiting while a
-// live process holds it, as long as ctx allows.
-func lockMigrations(ctx context.Context, c *chconn.Conn) (*migrationLock, error) {
+// TakeLock takes the database's migration lock, waiting while a live
+// process holds it, as long as ctx allows. Besides the migrations, the
+// move onto the sort key (package resort) takes it for each of its steps.
+func TakeLock(ctx context.Context, c *chconn.Conn) (*Lock, error) {
 	owner := lockOwner()
 	var (
 		last     string
@@ -66,9 +69,9 @@ func lockMigrations(ctx context.Context, c *chconn.Conn) (*migrationLock, error)
 		said     bool
 	)
 	for {
-		err := c.Exec(ctx, createLock(ddl{c.Names()}, owner))
+		err := c.Exec(ctx, createLock(schema.DDL{Names: c.Names()}, owner))
 		if err == nil {
-			l := &migrationLock{c: c, owner: owner, stop: make(chan struct{})}
+			l := &Lock{c: c, owner: owner, stop: make(chan struct{})}
 			if err := l.beat(ctx); err != nil {
 				l.drop(context.WithoutCancel(ctx))
 				return nil, err
@@ -126,7 +129,7 @@ func lockOwner() string {
 // mode the table replicates across the whole cluster, so that every host
 // sees the heartbeats, under a ZooKeeper path of its own each time: a
 // path a crash left behind never stops the next lock.
-func createLock(d ddl, owner string) string {
+func createLock(d schema.DDL, owner string) string {
 	eng := "MergeTree()"
 	if d.Clustered() {
 		var b [4]byte
@@ -174,14 +177,14 @@ func expireLock(ctx context.Context, c *chconn.Conn) error {
 	case err != nil:
 		return fmt.Errorf("take over the migration lock: %w", err)
 	}
-	if err := execDDL(ctx, c, "DROP TABLE IF EXISTS "+c.Names().Table(expired)+c.Names().OnCluster()); err != nil {
+	if err := ExecDDL(ctx, c, "DROP TABLE IF EXISTS "+c.Names().Table(expired)+c.Names().OnCluster()); err != nil {
 		c.Log().Warn("expired migration lock not dropped", "table", expired, "err", c.Redact(err))
 	}
 	return nil
 }
 
 // beat writes one heartbeat.
-func (l *migrationLock) beat(ctx context.Context) error {
+func (l *Lock) beat(ctx context.Context) error {
 	q := fmt.Sprintf("INSERT INTO %s (heartbeat) SELECT now()", l.c.Names().Table(migrationLockTable))
 	if err := l.c.Exec(l.c.SyncInserts(ctx), q); err != nil {
 		return fmt.Errorf("migration lock heartbeat: %w", err)
@@ -189,10 +192,10 @@ func (l *migrationLock) beat(ctx context.Context) error {
 	return nil
 }
 
-// heartbeats writes a heartbeat every lockHeartbeat until release. One
+// heartbeats writes a heartbeat every lockHeartbeat until Release. One
 // that fails is logged: the next may succeed, and a holder that goes
 // without for the lease finds out at its next step.
-func (l *migrationLock) heartbeats() {
+func (l *Lock) heartbeats() {
 	t := time.NewTicker(lockHeartbeat)
 	defer t.Stop()
 	for {
@@ -210,7 +213,7 @@ func (l *migrationLock) heartbeats() {
 }
 
 // held returns errLockLost when the lock is no longer this process's.
-func (l *migrationLock) held(ctx context.Context) error {
+func (l *Lock) held(ctx context.Context) error {
 	holder, _, err := lockState(ctx, l.c)
 	switch {
 	case err != nil && unknownTable(err):
@@ -223,9 +226,9 @@ func (l *migrationLock) held(ctx context.Context) error {
 	return nil
 }
 
-// release stops the heartbeat and drops the lock, if it is still this
+// Release stops the heartbeat and drops the lock, if it is still this
 // process's.
-func (l *migrationLock) release(ctx context.Context) {
+func (l *Lock) Release(ctx context.Context) {
 	close(l.stop)
 	l.wg.Wait()
 	if l.held(ctx) == nil {
@@ -233,8 +236,8 @@ func (l *migrationLock) release(ctx context.Context) {
 	}
 }
 
-func (l *migrationLock) drop(ctx context.Context) {
-	if err := execDDL(ctx, l.c, "DROP TABLE IF EXISTS "+l.c.Names().Table(migrationLockTable)+l.c.Names().OnCluster()); err != nil {
+func (l *Lock) drop(ctx context.Context) {
+	if err := ExecDDL(ctx, l.c, "DROP TABLE IF EXISTS "+l.c.Names().Table(migrationLockTable)+l.c.Names().OnCluster()); err != nil {
 		l.c.Log().Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.Redact(err), "lease", lockLease.String())
 	}
 }

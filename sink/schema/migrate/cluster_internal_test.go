@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -44,7 +45,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 			c := sinktest.NewCluster(t, topo)
 			ctx := context.Background()
 			ch := openCluster(t, c, 0)
-			if err := Migrate(ctx, ch, noGains); err != nil {
+			if err := Apply(ctx, ch, noGains); err != nil {
 				t.Fatal(err)
 			}
 			want := map[string]string{
@@ -69,10 +70,15 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_hour_gain_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_hour_gain_rollup": "Distributed",
 				"project_read_hourly": "View", "project_read_hourly_gains": "View",
 			}
-			for _, r := range append(rollupTables(), firstRollupTable, snapshotChangesTable, tickChangesTable, hourlyRollupTable, nameFailureHoursTable) {
-				want[r.name+"_local"] = "Replicated" + r.layout.engine.name
-				want[r.name] = "Distributed"
-				want[r.name+"_mv"] = "MaterializedView"
+			// The tables materialized views fill, each with its view.
+			for name, engine := range map[string]string{
+				schema.LatestRollup: "AggregatingMergeTree", schema.DailyRollup: "AggregatingMergeTree", schema.SnapshotRollup: "SummingMergeTree",
+				schema.FirstRollup: "AggregatingMergeTree", schema.SnapshotChanges: "MergeTree", schema.TickChanges: "MergeTree",
+				schema.HourlyRollup: "AggregatingMergeTree", schema.NameFailureHours: "AggregatingMergeTree",
+			} {
+				want[name+"_local"] = "Replicated" + engine
+				want[name] = "Distributed"
+				want[name+"_mv"] = "MaterializedView"
 			}
 			for node := range c.Conns {
 				got := engines(t, c, node)
@@ -109,7 +115,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				c.SyncReplica(t, node, "message_read_snapshots_local")
 				// message_read_latest reads the rollup, which the other
 				// host's materialized view filled and replication brings here.
-				c.SyncReplica(t, node, LatestRollup+"_local")
+				c.SyncReplica(t, node, schema.LatestRollup+"_local")
 				var n uint64
 				if err := conn.QueryRow(ctx, "SELECT count() FROM "+c.Table("message_read_snapshots")+" FINAL").Scan(&n); err != nil || n != 24 {
 					t.Errorf("node %d: %d snapshots through the Distributed table (%v), want 24", node, n, err)

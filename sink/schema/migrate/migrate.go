@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // migration is one step of the schema's history. Each runs once per
@@ -35,7 +36,7 @@ type migration struct {
 	// sql returns the statements of a step that is only DDL. Build them
 	// with d, which names the tables and adds ON CLUSTER as the topology
 	// needs.
-	sql func(d ddl) []string
+	sql func(d schema.DDL) []string
 	// run is a step that needs Go: a check, a column added only when
 	// missing, a data fold run a partition at a time.
 	run func(ctx context.Context, m *migrator) error
@@ -43,7 +44,7 @@ type migration struct {
 	// or to write views again, in the order it sends them: what the step
 	// creates, rendered without a server. Its checks, the columns it adds
 	// when missing and its data folds are not in it.
-	creates func(d ddl) []string
+	creates func(d schema.DDL) []string
 	// requires, when set, says whether the server has what the step
 	// needs. On a server without it the step is neither applied, nor
 	// recorded, nor pending: it waits, and applies at the first start
@@ -53,7 +54,7 @@ type migration struct {
 
 // statements is the DDL the step sends for d: its sql, or what its run
 // creates.
-func (m migration) statements(d ddl) []string {
+func (m migration) statements(d schema.DDL) []string {
 	if m.sql != nil {
 		return m.sql(d)
 	}
@@ -63,9 +64,9 @@ func (m migration) statements(d ddl) []string {
 // migrator is what a Go migration works with.
 type migrator struct {
 	conn  *chconn.Conn
-	ddl   ddl
+	ddl   schema.DDL
 	log   *slog.Logger
-	lock  *migrationLock
+	lock  *Lock
 	gains GainsFolder
 	// foldRows, when set, replaces the package's foldRows (a test's
 	// smaller bound).
@@ -78,9 +79,12 @@ func (m *migrator) held(ctx context.Context) error { return m.lock.held(ctx) }
 
 // exec runs one DDL statement. An answer that the object exists already
 // counts as success: another process got there first.
-func (m *migrator) exec(ctx context.Context, q string) error { return execDDL(ctx, m.conn, q) }
+func (m *migrator) exec(ctx context.Context, q string) error { return ExecDDL(ctx, m.conn, q) }
 
-func execDDL(ctx context.Context, conn chconn.Querier, q string) error {
+// ExecDDL runs one DDL statement on conn, as a migration does: an answer
+// that the object exists already, or a column, counts as success, since
+// another process got there first.
+func ExecDDL(ctx context.Context, conn chconn.Querier, q string) error {
 	if err := conn.Exec(ctx, q); err != nil && !alreadyDone(err) {
 		return err
 	}
@@ -273,7 +277,7 @@ func doneCode(code int32, msg string) bool {
 // readers use DISTINCT, exact before any merge.
 const migrationsTable = "schema_migrations"
 
-func (d ddl) createMigrationsTable() string {
+func createMigrationsTable(d schema.DDL) string {
 	eng := d.Engine("ReplacingMergeTree", "")
 	if d.Clustered() {
 		// One replication group across the whole cluster: the path must
@@ -290,8 +294,8 @@ func (d ddl) createMigrationsTable() string {
 ORDER BY id`, d.Table(migrationsTable), d.OnCluster(), eng)
 }
 
-// SchemaVersion is the state of a database's schema.
-type SchemaVersion struct {
+// Version is the state of a database's schema.
+type Version struct {
 	// Applied is the highest migration recorded, 0 for none.
 	Applied uint32
 	// Latest is the highest migration this readsync knows.
@@ -304,13 +308,13 @@ type SchemaVersion struct {
 }
 
 // Current reports whether nothing is pending.
-func (v SchemaVersion) Current() bool { return len(v.Pending) == 0 }
+func (v Version) Current() bool { return len(v.Pending) == 0 }
 
 // schemaVersion reads what migrations the database has had, without
 // changing anything, and returns the steps of ms still to apply on this
 // server, in order.
-func schemaVersion(ctx context.Context, c *chconn.Conn, ms []migration) (SchemaVersion, []migration, error) {
-	v := SchemaVersion{}
+func schemaVersion(ctx context.Context, c *chconn.Conn, ms []migration) (Version, []migration, error) {
+	v := Version{}
 	server, err := c.Server(ctx)
 	if err != nil {
 		return v, nil, err
@@ -334,7 +338,7 @@ func schemaVersion(ctx context.Context, c *chconn.Conn, ms []migration) (SchemaV
 			v.Applied = max(v.Applied, id)
 		}
 	} else {
-		v.Adopt = slices.Contains(tables, ProjectsTable.name)
+		v.Adopt = slices.Contains(tables, schema.ProjectsTable.Name())
 	}
 	var pending []migration
 	for _, m := range ms {
@@ -346,25 +350,25 @@ func schemaVersion(ctx context.Context, c *chconn.Conn, ms []migration) (SchemaV
 	return v, pending, nil
 }
 
-// Migrate applies the migrations the database of c has not had yet, in
+// Apply applies the migrations the database of c has not had yet, in
 // order, and records each in schema_migrations. A database an earlier
-// release created is adopted as it is. When the schema is current, Migrate
+// release created is adopted as it is. When the schema is current, Apply
 // only reads: it issues no DDL. Concurrent calls, from this process or
 // others, end with the same schema and no error. Migration 7 computes the
 // reads gained of the history with gains.
-func Migrate(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
+func Apply(ctx context.Context, c *chconn.Conn, gains GainsFolder) error {
 	return c.Redact(runMigrations(ctx, c, gains, migrations()))
 }
 
-// MigrateFirst applies the first n migrations only: the schema an earlier
+// ApplyFirst applies the first n migrations only: the schema an earlier
 // release left, for the tests that upgrade from it.
-func MigrateFirst(ctx context.Context, c *chconn.Conn, gains GainsFolder, n int) error {
+func ApplyFirst(ctx context.Context, c *chconn.Conn, gains GainsFolder, n int) error {
 	return c.Redact(runMigrations(ctx, c, gains, migrations()[:n]))
 }
 
 // ReadVersion reads which migrations the database of c has had and which
 // are pending. It changes nothing.
-func ReadVersion(ctx context.Context, c *chconn.Conn) (SchemaVersion, error) {
+func ReadVersion(ctx context.Context, c *chconn.Conn) (Version, error) {
 	v, _, err := schemaVersion(ctx, c, migrations())
 	return v, c.Redact(err)
 }
@@ -389,17 +393,18 @@ func runMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []
 	// A data fold's INSERTs through Distributed tables are on their
 	// shards when the step is recorded.
 	ctx = c.SyncInserts(ctx)
-	if err := execDDL(ctx, c, ddl{c.Names()}.createDatabase()); err != nil {
+	ddl := schema.DDL{Names: c.Names()}
+	if err := ExecDDL(ctx, c, ddl.CreateDatabase()); err != nil {
 		return fmt.Errorf("migration %s: create the database: %w", v.Pending[0], err)
 	}
-	lock, err := lockMigrations(ctx, c)
+	lock, err := TakeLock(ctx, c)
 	if err != nil {
 		return fmt.Errorf("migration %s: %w", v.Pending[0], err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		lock.release(rctx)
+		lock.Release(rctx)
 	}()
 	v, pending, err := schemaVersion(ctx, c, ms)
 	if err != nil || v.Current() {
@@ -408,8 +413,8 @@ func runMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []
 	if v.Adopt {
 		c.Log().Info("adopting tables an earlier release created; they are kept as they are", "database", c.Names().Database())
 	}
-	m := &migrator{conn: c, ddl: ddl{c.Names()}, log: c.Log(), lock: lock, gains: gains}
-	if err := m.exec(ctx, ddl{c.Names()}.createMigrationsTable()); err != nil {
+	m := &migrator{conn: c, ddl: ddl, log: c.Log(), lock: lock, gains: gains}
+	if err := m.exec(ctx, createMigrationsTable(ddl)); err != nil {
 		return fmt.Errorf("migration %s: create %s to record it: %w", v.Pending[0], migrationsTable, err)
 	}
 	for _, mig := range pending {
@@ -467,7 +472,7 @@ func checkTopology(ctx context.Context, c *chconn.Conn) error {
 		return err
 	}
 	var engine string
-	err := c.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.Names().Database(), ProjectsTable.name).Scan(&engine)
+	err := c.QueryRow(ctx, "SELECT engine FROM system.tables WHERE database = ? AND name = ?", c.Names().Database(), schema.ProjectsTable.Name()).Scan(&engine)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:

@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"regexp"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // Every table the migrations create partitioned by a month is one that
@@ -13,9 +14,9 @@ import (
 // partition and left out of the list would grow forever. The state tables
 // are not partitioned.
 func TestEveryPartitionedTableExpires(t *testing.T) {
-	d := ddl{chconn.NewNames("db", chconn.Topology{})}
-	expiring := map[string]Resolution{}
-	for _, e := range ExpiringTables() {
+	d := schema.DDL{Names: chconn.NewNames("db", chconn.Topology{})}
+	expiring := map[string]schema.Resolution{}
+	for _, e := range schema.ExpiringTables() {
 		expiring[e.Name] = e.Resolution
 	}
 	created := regexp.MustCompile("(?s)^CREATE TABLE IF NOT EXISTS `db`\\.`([a-z_]+)` .*\nPARTITION BY toYYYYMM\\(([a-z_]+)\\)")
@@ -35,7 +36,7 @@ func TestEveryPartitionedTableExpires(t *testing.T) {
 			t.Errorf("%s expires, but no migration creates it partitioned by month", name)
 		}
 	}
-	for _, name := range []string{ProjectsTable.name, MessagesTable.name, LatestRollup, FirstRollup, Expiries} {
+	for _, name := range []string{schema.ProjectsTable.Name(), schema.MessagesTable.Name(), schema.LatestRollup, schema.FirstRollup, schema.Expiries} {
 		if _, ok := expiring[name]; ok {
 			t.Errorf("%s, a table of current state or the record of expiry, expires", name)
 		}

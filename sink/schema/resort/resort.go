@@ -1,31 +1,19 @@
-package schema
-
-import (
-	"context"
-	"fmt"
-	"math"
-	"slices"
-	"strings"
-	"time"
-
-	"github.com/readsync/readsync/sink/chconn"
-)
-
-// The move of message_read_snapshots onto the sort key (project_id,
-// snapshot_at, message_id). Releases up to 0.5.0 sorted it by message
-// first, so that the rows of one project snapshot, which every refresh
-// reads, lay a granule per message apart; a database created since has the
-// new key, and one of an earlier release is moved to it in the background,
-// while passes go on writing:
+// Package resort moves message_read_snapshots onto its sort key
+// (project_id, snapshot_at, message_id). Releases up to 0.5.0 sorted it
+// by message first, so that the rows of one project snapshot, which every
+// refresh reads, lay a granule per message apart; a database created since
+// has the new key, and one of an earlier release is moved to it in the
+// background, while passes go on writing:
 //
-//  1. set up: a copy of the table under the new key (resortedSnapshots)
+//  1. set up: a copy of the table under the new key (schema.ResortCopy)
 //     and a materialized view that copies every INSERT into the table
 //     there from then on, whoever sends it (a pod of the previous release
 //     during a rolling update, an import by hand);
-//  2. copy: after a settle delay (ResortOptions), by which the INSERTs in flight at the
-//     setup have landed, the rows the table held, a partition and a range
-//     of projects at a time, each step recorded in resortsTable, so that a
-//     kill loses one step and the next process resumes after the last;
+//  2. copy: after a settle delay (Options), by which the INSERTs in flight
+//     at the setup have landed, the rows the table held, a partition and a
+//     range of projects at a time, each step recorded in schema.Resorts,
+//     so that a kill loses one step and the next process resumes after the
+//     last;
 //  3. swap: the view dropped, the two tables swapped (an atomic EXCHANGE
 //     where the database has it, a RENAME of both elsewhere), then the
 //     rows written meanwhile copied again from what the change log says
@@ -47,31 +35,35 @@ import (
 // takes a snapshot's newest version. The materialized views of the
 // rollups and change logs stay on the table's name: no row written through
 // it misses them. The table as earlier releases sorted it is kept as
-// presortSnapshots for the operator to drop.
+// schema.PresortSnapshots for the operator to drop. The move's tables are
+// declared in package schema (resorts.go); the move takes the migration
+// lock of package migrate for each of its steps.
+package resort
 
-// Names of the move's tables.
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
+)
+
+// Names of the materialized views the move makes and drops again.
 const (
-	resortedSnapshots = "message_read_snapshots_resorted"
-	// ResortCopy exists while the move is under way: expiry waits for
-	// it to finish.
-	ResortCopy = resortedSnapshots
-	// PresortSnapshots is message_read_snapshots as releases up to 0.5.0
-	// sorted it, kept after the move.
-	PresortSnapshots = "message_read_snapshots_presort"
-	resortView       = "message_read_snapshots_resort_mv"
-	// Resorts records the move's steps.
-	Resorts = "snapshot_resorts"
-	// swapLog records, in cluster mode, the project snapshots the old
-	// table takes while the swap points the views at the copy.
-	swapLog     = "snapshot_resort_swaps"
+	resortView  = "message_read_snapshots_resort_mv"
 	swapLogView = "snapshot_resort_swaps_mv"
 )
 
 // resortKey is the snapshot table's sort key as system.tables writes it.
 const resortKey = "project_id, snapshot_at, message_id"
 
-// ResortOptions tunes the move; the zero value is the default.
-type ResortOptions struct {
+// Options tunes the move; the zero value is the default.
+type Options struct {
 	// Settle is how long after the setup the copy starts: an INSERT that
 	// began before the view existed goes on without it, and must have
 	// landed before its rows are copied (readsync's writes give up after
@@ -82,37 +74,22 @@ type ResortOptions struct {
 	StepRows uint64
 }
 
-func (o ResortOptions) settle() uint32 {
+func (o Options) settle() uint32 {
 	if o.Settle <= 0 {
 		return 300
 	}
 	return uint32(max(o.Settle/time.Second, 1))
 }
 
-func (o ResortOptions) stepRows() uint64 {
+func (o Options) stepRows() uint64 {
 	if o.StepRows == 0 {
 		return 2_000_000
 	}
 	return o.StepRows
 }
 
-// resortsTable records each step of the move: its phase (setup, copy,
-// copied, swap, swapped), the partition and the last project it copied.
-var resortsTable = tableDef{name: Resorts, columns: []columnDef{
-	{"at", "DateTime"}, {"phase", "String"}, {"partition", "String"}, {"last_project", "Int64"}, {"rows", "UInt64"},
-}, layout: layout{engine: engine{name: "MergeTree"}, orderBy: "at", shardBy: "toUInt32(at)"}}
-
-// swapLogTable is the swap log's table (see above).
-var swapLogTable = tableDef{name: swapLog, columns: []columnDef{{"project_id", "Int64"}, {"snapshot_at", "DateTime"}},
-	layout: layout{engine: engine{name: "MergeTree"}, orderBy: "(project_id, snapshot_at)", shardBy: "project_id"}}
-
-// resortDDL is what migration 9 creates: the record of the move's steps.
-// The copy and its view are created by the move's first step, once the
-// server has room for them.
-func resortDDL(d ddl) []string { return d.createTable(resortsTable) }
-
-// ResortReport says what a step of the move did.
-type ResortReport struct {
+// Report says what a step of the move did.
+type Report struct {
 	// Done says that nothing is left to move.
 	Done bool
 	// Wait, when positive, is how long to wait before the next step.
@@ -128,24 +105,24 @@ type ResortReport struct {
 	Left int
 }
 
-// ResortStep runs one bounded step of the move of message_read_snapshots
-// onto its sort key (see above), under the migration lock, and says what
-// it did; a process that finds the lock held waits for its holder. The
-// schema must be current.
-func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (ResortReport, error) {
-	r := resorter{c: c, d: ddl{c.Names()}, opts: opts}
+// Step runs one bounded step of the move of message_read_snapshots onto
+// its sort key (see the package's doc), under the migration lock, and
+// says what it did; a process that finds the lock held waits for its
+// holder. The schema must be current.
+func Step(ctx context.Context, c *chconn.Conn, opts Options) (Report, error) {
+	r := resorter{c: c, d: schema.DDL{Names: c.Names()}, opts: opts}
 	// Most starts find nothing to move: they say so having only read, as
 	// a start with the schema current issues no DDL.
 	if s, err := r.state(ctx); err != nil || s.done() {
-		return ResortReport{Done: err == nil}, c.Redact(err)
+		return Report{Done: err == nil}, c.Redact(err)
 	}
 	// Wait for the lock as long as ctx allows: a process that died holding
 	// it leaves it to be taken over after its lease, by a waiter.
-	lock, err := lockMigrations(ctx, c)
+	lock, err := migrate.TakeLock(ctx, c)
 	if err != nil {
-		return ResortReport{}, c.Redact(err)
+		return Report{}, c.Redact(err)
 	}
-	defer lock.release(context.WithoutCancel(ctx))
+	defer lock.Release(context.WithoutCancel(ctx))
 	rep, err := r.step(ctx)
 	return rep, c.Redact(err)
 }
@@ -153,8 +130,8 @@ func ResortStep(ctx context.Context, c *chconn.Conn, opts ResortOptions) (Resort
 // resorter runs the move's steps on a connection.
 type resorter struct {
 	c    *chconn.Conn
-	d    ddl
-	opts ResortOptions
+	d    schema.DDL
+	opts Options
 }
 
 // resortState is what the move finds in the database.
@@ -178,9 +155,9 @@ func (s resortState) done() bool {
 
 func (r resorter) state(ctx context.Context) (resortState, error) {
 	var s resortState
-	names := []string{SnapshotsTable.name, resortedSnapshots, PresortSnapshots}
+	names := []string{schema.SnapshotsTable.Name(), schema.ResortCopy, schema.PresortSnapshots}
 	if r.d.Clustered() {
-		names = append(names, r.d.LocalName(SnapshotsTable.name), r.d.LocalName(resortedSnapshots))
+		names = append(names, r.d.LocalName(schema.SnapshotsTable.Name()), r.d.LocalName(schema.ResortCopy))
 	}
 	quoted := make([]string, len(names))
 	for i, n := range names {
@@ -204,35 +181,35 @@ func (r resorter) state(ctx context.Context) (resortState, error) {
 	if err := rows.Err(); err != nil {
 		return s, err
 	}
-	_, s.snapshots = keys[SnapshotsTable.name]
-	_, s.resorted = keys[resortedSnapshots]
-	_, s.presort = keys[PresortSnapshots]
-	s.key = keys[SnapshotsTable.name]
+	_, s.snapshots = keys[schema.SnapshotsTable.Name()]
+	_, s.resorted = keys[schema.ResortCopy]
+	_, s.presort = keys[schema.PresortSnapshots]
+	s.key = keys[schema.SnapshotsTable.Name()]
 	if r.d.Clustered() {
 		// The key is the local table's that the Distributed one reads.
-		local := r.d.LocalName(SnapshotsTable.name)
-		if strings.Contains(engines[SnapshotsTable.name], r.d.LocalName(resortedSnapshots)) {
-			local = r.d.LocalName(resortedSnapshots)
+		local := r.d.LocalName(schema.SnapshotsTable.Name())
+		if strings.Contains(engines[schema.SnapshotsTable.Name()], r.d.LocalName(schema.ResortCopy)) {
+			local = r.d.LocalName(schema.ResortCopy)
 		}
 		s.key = keys[local]
 	}
-	q = "SELECT toUInt32(minIf(at, phase = 'setup')), toUInt32(minIf(at, phase = 'swap')), toUInt32(maxIf(at, phase = 'swapped')) FROM " + r.d.Table(Resorts)
+	q = "SELECT toUInt32(minIf(at, phase = 'setup')), toUInt32(minIf(at, phase = 'swap')), toUInt32(maxIf(at, phase = 'swapped')) FROM " + r.d.Table(schema.Resorts)
 	if err := r.c.QueryRow(ctx, q).Scan(&s.setupAt, &s.swapAt, &s.swapped); err != nil {
-		return s, fmt.Errorf("read %s: %w", Resorts, err)
+		return s, fmt.Errorf("read %s: %w", schema.Resorts, err)
 	}
 	return s, nil
 }
 
-func (r resorter) step(ctx context.Context) (ResortReport, error) {
+func (r resorter) step(ctx context.Context) (Report, error) {
 	s, err := r.state(ctx)
 	if err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	switch {
 	case !s.snapshots && s.resorted && s.presort:
 		// Killed between the two renames of a swap: finish it.
-		if err := r.exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", r.d.Table(resortedSnapshots), r.d.Table(SnapshotsTable.name), r.d.OnCluster())); err != nil {
-			return ResortReport{}, err
+		if err := r.exec(ctx, fmt.Sprintf("RENAME TABLE %s TO %s%s", r.d.Table(schema.ResortCopy), r.d.Table(schema.SnapshotsTable.Name()), r.d.OnCluster())); err != nil {
+			return Report{}, err
 		}
 		return r.swapped(), nil
 	case s.key == resortKey && s.swapAt != 0 && s.swapped == 0:
@@ -240,14 +217,14 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 		// the swap have landed in the old table.
 		now, err := r.now(ctx)
 		if err != nil {
-			return ResortReport{}, err
+			return Report{}, err
 		}
 		if start := s.swapAt + r.opts.settle(); now < start {
-			return ResortReport{Wait: time.Duration(start-now) * time.Second}, nil
+			return Report{Wait: time.Duration(start-now) * time.Second}, nil
 		}
 		return r.finish(ctx, s)
 	case s.done():
-		return ResortReport{Done: true}, nil
+		return Report{Done: true}, nil
 	case !s.resorted || s.setupAt == 0:
 		// Set up, or set up again what a process killed in the middle
 		// of it left: every statement finds what it created.
@@ -255,14 +232,14 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 	}
 	now, err := r.now(ctx)
 	if err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	if start := s.setupAt + r.opts.settle(); now < start {
-		return ResortReport{Wait: time.Duration(start-now) * time.Second}, nil
+		return Report{Wait: time.Duration(start-now) * time.Second}, nil
 	}
 	left, err := r.partitionsLeft(ctx)
 	if err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	if len(left) > 0 {
 		return r.copy(ctx, left)
@@ -272,8 +249,8 @@ func (r resorter) step(ctx context.Context) (ResortReport, error) {
 
 // exec runs a statement that changes the schema.
 func (r resorter) exec(ctx context.Context, q string) error {
-	if err := execDDL(ctx, r.c, q); err != nil {
-		return fmt.Errorf("move %s to its sort key: %s: %w", SnapshotsTable.name, strings.SplitN(q, "\n", 2)[0], err)
+	if err := migrate.ExecDDL(ctx, r.c, q); err != nil {
+		return fmt.Errorf("move %s to its sort key: %s: %w", schema.SnapshotsTable.Name(), strings.SplitN(q, "\n", 2)[0], err)
 	}
 	return nil
 }
@@ -288,57 +265,55 @@ func (r resorter) now(ctx context.Context) (uint32, error) {
 
 // record records a step.
 func (r resorter) record(ctx context.Context, phase, partition string, lastProject int64, rows uint64) error {
-	q := "INSERT INTO " + r.d.Table(Resorts) + " (at, phase, partition, last_project, rows) SELECT now(), ?, ?, ?, ?"
+	q := "INSERT INTO " + r.d.Table(schema.Resorts) + " (at, phase, partition, last_project, rows) SELECT now(), ?, ?, ?, ?"
 	if err := r.c.Exec(r.c.SyncInserts(ctx), q, phase, partition, lastProject, rows); err != nil {
-		return fmt.Errorf("record the move's %s step in %s: %w", phase, Resorts, err)
+		return fmt.Errorf("record the move's %s step in %s: %w", phase, schema.Resorts, err)
 	}
 	return nil
 }
 
 // setup checks that the server has room for a copy of the table, then
 // creates the copy and the view that copies new rows there.
-func (r resorter) setup(ctx context.Context) (ResortReport, error) {
+func (r resorter) setup(ctx context.Context) (Report, error) {
 	if err := r.checkRoom(ctx); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
-	def := SnapshotsTable.def()
-	def.name = resortedSnapshots
-	for _, q := range r.d.createTable(def) {
+	for _, q := range schema.ResortCopyDDL(r.d) {
 		if err := r.exec(ctx, q); err != nil {
-			return ResortReport{}, err
+			return Report{}, err
 		}
 	}
 	server, err := r.c.Server(ctx)
 	if err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	if server.DedupTokens() {
 		// As migration 4 set it on the table the copy replaces.
-		q := fmt.Sprintf("ALTER TABLE %s%s MODIFY SETTING %s = %d", r.d.Local(resortedSnapshots), r.d.OnCluster(), chconn.SettingDedupWindow, dedupWindow)
+		q := fmt.Sprintf("ALTER TABLE %s%s MODIFY SETTING %s = %d", r.d.Local(schema.ResortCopy), r.d.OnCluster(), chconn.SettingDedupWindow, migrate.DedupWindow)
 		if err := r.exec(ctx, q); err != nil {
-			return ResortReport{}, err
+			return Report{}, err
 		}
 	}
 	if server.Codecs() {
 		// As migration 13 set them on the table the copy replaces.
-		for _, q := range codecDDL(r.d, r.d.Local(resortedSnapshots)) {
+		for _, q := range schema.CodecDDL(r.d, r.d.Local(schema.ResortCopy)) {
 			if err := r.exec(ctx, q); err != nil {
-				return ResortReport{}, err
+				return Report{}, err
 			}
 		}
 	}
-	cols := SnapshotsTable.ColumnList()
+	cols := schema.SnapshotsTable.ColumnList()
 	// In cluster mode each host's view copies the rows its local table
 	// takes into its local copy, which replicates them.
 	q := fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\nSELECT %s FROM %s",
-		r.d.Table(resortView), r.d.OnCluster(), r.d.Local(resortedSnapshots), cols, r.d.Local(SnapshotsTable.name))
+		r.d.Table(resortView), r.d.OnCluster(), r.d.Local(schema.ResortCopy), cols, r.d.Local(schema.SnapshotsTable.Name()))
 	if err := r.exec(ctx, q); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	if err := r.record(ctx, "setup", "", 0, 0); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
-	return ResortReport{Phase: "setup", Wait: time.Duration(r.opts.settle()) * time.Second}, nil
+	return Report{Phase: "setup", Wait: time.Duration(r.opts.settle()) * time.Second}, nil
 }
 
 // checkRoom refuses the move when the server's disk has no room for a
@@ -348,11 +323,11 @@ func (r resorter) checkRoom(ctx context.Context) error {
 	var need uint64
 	// In cluster mode, what this host holds of it: a shard's share.
 	q := "SELECT sum(bytes_on_disk) FROM system.parts WHERE active AND database = ? AND table = ?"
-	local := r.d.LocalName(SnapshotsTable.name)
+	local := r.d.LocalName(schema.SnapshotsTable.Name())
 	if err := r.c.QueryRow(ctx, q, r.d.Database(), local).Scan(&need); err != nil {
 		// 18.16 names the column bytes.
 		if err := r.c.QueryRow(ctx, strings.Replace(q, "bytes_on_disk", "bytes", 1), r.d.Database(), local).Scan(&need); err != nil {
-			return fmt.Errorf("move %s to its sort key: read its size: %w", SnapshotsTable.name, err)
+			return fmt.Errorf("move %s to its sort key: read its size: %w", schema.SnapshotsTable.Name(), err)
 		}
 	}
 	has, err := chconn.QueryColumn[string](ctx, r.c, "SELECT name FROM system.tables WHERE database = 'system' AND name = 'disks'")
@@ -363,11 +338,11 @@ func (r resorter) checkRoom(ctx context.Context) error {
 	}
 	var free uint64
 	if err := r.c.QueryRow(ctx, "SELECT min(free_space) FROM system.disks").Scan(&free); err != nil {
-		return fmt.Errorf("move %s to its sort key: read the server's free disk: %w", SnapshotsTable.name, err)
+		return fmt.Errorf("move %s to its sort key: read the server's free disk: %w", schema.SnapshotsTable.Name(), err)
 	}
 	// The copy, and a tenth more for its merges.
 	if want := need + need/10; free < want {
-		return fmt.Errorf("move %s to its sort key: the server's disk has %d bytes free, and a second copy of the table needs %d (its %d bytes and a tenth for merges): free room, or keep the old sort key for now", SnapshotsTable.name, free, want, need)
+		return fmt.Errorf("move %s to its sort key: the server's disk has %d bytes free, and a second copy of the table needs %d (its %d bytes and a tenth for merges): free room, or keep the old sort key for now", schema.SnapshotsTable.Name(), free, want, need)
 	}
 	return nil
 }
@@ -376,19 +351,19 @@ func (r resorter) checkRoom(ctx context.Context) error {
 // copying, in order.
 func (r resorter) partitionsLeft(ctx context.Context) ([]string, error) {
 	q := "SELECT DISTINCT partition FROM system.parts WHERE active AND database = ? AND table = ? ORDER BY partition"
-	args := []any{r.d.Database(), SnapshotsTable.name}
+	args := []any{r.d.Database(), schema.SnapshotsTable.Name()}
 	if r.d.Clustered() {
 		// A host's parts are its shard's: the snapshot rollup has a row
 		// per project snapshot of every shard.
-		q, args = "SELECT DISTINCT toString(toYYYYMM(snapshot_at)) AS partition FROM "+r.d.Table(SnapshotRollup)+" ORDER BY partition", nil
+		q, args = "SELECT DISTINCT toString(toYYYYMM(snapshot_at)) AS partition FROM "+r.d.Table(schema.SnapshotRollup)+" ORDER BY partition", nil
 	}
 	all, err := chconn.QueryColumn[string](ctx, r.c, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("move %s to its sort key: its partitions: %w", SnapshotsTable.name, err)
+		return nil, fmt.Errorf("move %s to its sort key: its partitions: %w", schema.SnapshotsTable.Name(), err)
 	}
-	done, err := chconn.QueryColumn[string](ctx, r.c, "SELECT DISTINCT partition FROM "+r.d.Table(Resorts)+" WHERE phase = 'copied'")
+	done, err := chconn.QueryColumn[string](ctx, r.c, "SELECT DISTINCT partition FROM "+r.d.Table(schema.Resorts)+" WHERE phase = 'copied'")
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", Resorts, err)
+		return nil, fmt.Errorf("read %s: %w", schema.Resorts, err)
 	}
 	var left []string
 	for _, p := range all {
@@ -401,30 +376,30 @@ func (r resorter) partitionsLeft(ctx context.Context) ([]string, error) {
 
 // copy copies the next range of projects of the first partition left:
 // the projects after the last one a step recorded, up to
-// ResortOptions.StepRows rows by the snapshot rollup's count, or all that
+// Options.StepRows rows by the snapshot rollup's count, or all that
 // remain.
-func (r resorter) copy(ctx context.Context, left []string) (ResortReport, error) {
+func (r resorter) copy(ctx context.Context, left []string) (Report, error) {
 	p := left[0]
 	var last int64
-	q := "SELECT max(last_project), count() FROM " + r.d.Table(Resorts) + " WHERE phase = 'copy' AND partition = ?"
+	q := "SELECT max(last_project), count() FROM " + r.d.Table(schema.Resorts) + " WHERE phase = 'copy' AND partition = ?"
 	var steps uint64
 	if err := r.c.QueryRow(ctx, q, p).Scan(&last, &steps); err != nil {
-		return ResortReport{}, fmt.Errorf("read %s: %w", Resorts, err)
+		return Report{}, fmt.Errorf("read %s: %w", schema.Resorts, err)
 	}
 	if steps == 0 {
 		last = math.MinInt64
 	}
 	month := "toYYYYMM(snapshot_at) = " + p
 	if !isDigits(p) {
-		return ResortReport{}, fmt.Errorf("move %s to its sort key: partition %q is not a month", SnapshotsTable.name, p)
+		return Report{}, fmt.Errorf("move %s to its sort key: partition %q is not a month", schema.SnapshotsTable.Name(), p)
 	}
 	counts := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s WHERE %s AND project_id > %d GROUP BY project_id ORDER BY project_id",
-		r.d.Table(SnapshotRollup), month, last)
+		r.d.Table(schema.SnapshotRollup), month, last)
 	end, final := last, true
 	var n uint64
 	rows, err := r.c.Query(ctx, counts)
 	if err != nil {
-		return ResortReport{}, fmt.Errorf("move %s to its sort key: count partition %s's rows: %w", SnapshotsTable.name, p, err)
+		return Report{}, fmt.Errorf("move %s to its sort key: count partition %s's rows: %w", schema.SnapshotsTable.Name(), p, err)
 	}
 	for rows.Next() {
 		var (
@@ -433,7 +408,7 @@ func (r resorter) copy(ctx context.Context, left []string) (ResortReport, error)
 		)
 		if err := rows.Scan(&project, &c); err != nil {
 			rows.Close()
-			return ResortReport{}, err
+			return Report{}, err
 		}
 		if n > 0 && n+c > r.opts.stepRows() {
 			final = false
@@ -446,19 +421,19 @@ func (r resorter) copy(ctx context.Context, left []string) (ResortReport, error)
 	if !final {
 		where += fmt.Sprintf(" AND project_id <= %d", end)
 	}
-	cols := SnapshotsTable.ColumnList()
-	insert := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s", r.d.Table(resortedSnapshots), cols, cols, r.d.Table(SnapshotsTable.name), where)
+	cols := schema.SnapshotsTable.ColumnList()
+	insert := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE %s", r.d.Table(schema.ResortCopy), cols, cols, r.d.Table(schema.SnapshotsTable.Name()), where)
 	if err := r.c.Exec(r.c.SyncInserts(ctx), insert); err != nil {
-		return ResortReport{}, fmt.Errorf("move %s to its sort key: copy partition %s: %w", SnapshotsTable.name, p, err)
+		return Report{}, fmt.Errorf("move %s to its sort key: copy partition %s: %w", schema.SnapshotsTable.Name(), p, err)
 	}
 	phase := "copy"
 	if final {
 		phase = "copied"
 	}
 	if err := r.record(ctx, phase, p, end, n); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
-	rep := ResortReport{Phase: phase, Partition: p, Rows: n, Left: len(left)}
+	rep := Report{Phase: phase, Partition: p, Rows: n, Left: len(left)}
 	if final {
 		rep.Left--
 	}
@@ -476,21 +451,21 @@ func isDigits(s string) bool {
 
 // swap drops the view, swaps the tables and copies again what was written
 // around the setup and the swap.
-func (r resorter) swap(ctx context.Context) (ResortReport, error) {
+func (r resorter) swap(ctx context.Context) (Report, error) {
 	if err := r.record(ctx, "swap", "", 0, 0); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	if r.d.Clustered() {
 		return r.swapDistributed(ctx)
 	}
 	if err := r.exec(ctx, "DROP TABLE IF EXISTS "+r.d.Table(resortView)); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	var engine string
 	if err := r.c.QueryRow(ctx, "SELECT engine FROM system.databases WHERE name = ?", r.d.Database()).Scan(&engine); err != nil {
-		return ResortReport{}, fmt.Errorf("read the database's engine: %w", err)
+		return Report{}, fmt.Errorf("read the database's engine: %w", err)
 	}
-	snapshots, resorted, presort := r.d.Table(SnapshotsTable.name), r.d.Table(resortedSnapshots), r.d.Table(PresortSnapshots)
+	snapshots, resorted, presort := r.d.Table(schema.SnapshotsTable.Name()), r.d.Table(schema.ResortCopy), r.d.Table(schema.PresortSnapshots)
 	stmts := []string{fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s", snapshots, presort, resorted, snapshots)}
 	if engine == "Atomic" || engine == "Replicated" {
 		// One statement that swaps both: no moment without the table.
@@ -498,7 +473,7 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 	}
 	for _, q := range stmts {
 		if err := r.exec(ctx, q); err != nil {
-			return ResortReport{}, err
+			return Report{}, err
 		}
 	}
 	return r.swapped(), nil
@@ -508,35 +483,29 @@ func (r resorter) swap(ctx context.Context) (ResortReport, error) {
 // setup's copy did, for an INSERT that named the old table before the
 // swap (a pod of the previous release prepares its INSERT, then sends its
 // rows) to land there, where the finish finds it.
-func (r resorter) swapped() ResortReport {
-	return ResortReport{Phase: "swap", Wait: time.Duration(r.opts.settle()) * time.Second}
+func (r resorter) swapped() Report {
+	return Report{Phase: "swap", Wait: time.Duration(r.opts.settle()) * time.Second}
 }
 
-// snapshotViews are the rollups and the change log that materialized
-// views fill from every INSERT into message_read_snapshots, each view
-// named for its table with _mv.
-func snapshotViews() []rollupTable {
-	return append(rollupTables(), snapshotChangesTable, firstRollupTable, hourlyRollupTable)
-}
-
-// swapDistributed is the swap in cluster mode (see above): the swap log
-// and its view on the old local table, each view of snapshotViews made
-// again on the copy, then the Distributed tables renamed. Run again after
-// a kill, each statement finds what it made or makes it again.
-func (r resorter) swapDistributed(ctx context.Context) (ResortReport, error) {
-	stmts := r.d.createTable(swapLogTable)
+// swapDistributed is the swap in cluster mode (see the package's doc):
+// the swap log and its view on the old local table, each view of
+// schema.SnapshotViews made again on the copy, then the Distributed
+// tables renamed. Run again after a kill, each statement finds what it
+// made or makes it again.
+func (r resorter) swapDistributed(ctx context.Context) (Report, error) {
+	stmts := schema.SwapLogDDL(r.d)
 	stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\nSELECT project_id, snapshot_at FROM %s",
-		r.d.Table(swapLogView), r.d.OnCluster(), r.d.Local(swapLog), r.d.Local(SnapshotsTable.name)))
-	for _, v := range snapshotViews() {
-		mv := r.d.Table(v.name + "_mv")
+		r.d.Table(swapLogView), r.d.OnCluster(), r.d.Local(schema.SwapLog), r.d.Local(schema.SnapshotsTable.Name())))
+	for _, v := range schema.SnapshotViews() {
+		mv := r.d.Table(v + "_mv")
 		stmts = append(stmts, "DROP TABLE IF EXISTS "+mv+r.d.OnCluster(),
-			fmt.Sprintf("CREATE MATERIALIZED VIEW %s%s TO %s AS\n%s", mv, r.d.OnCluster(), r.d.Local(v.name), v.selectFrom(r.d.Local(resortedSnapshots), "")))
+			fmt.Sprintf("CREATE MATERIALIZED VIEW %s%s TO %s AS\n%s", mv, r.d.OnCluster(), r.d.Local(v), schema.FillSelect(v, r.d.Local(schema.ResortCopy), "")))
 	}
-	snapshots, resorted, presort := r.d.Table(SnapshotsTable.name), r.d.Table(resortedSnapshots), r.d.Table(PresortSnapshots)
+	snapshots, resorted, presort := r.d.Table(schema.SnapshotsTable.Name()), r.d.Table(schema.ResortCopy), r.d.Table(schema.PresortSnapshots)
 	stmts = append(stmts, fmt.Sprintf("RENAME TABLE %s TO %s, %s TO %s%s", snapshots, presort, resorted, snapshots, r.d.OnCluster()))
 	for _, q := range stmts {
 		if err := r.exec(ctx, q); err != nil {
-			return ResortReport{}, err
+			return Report{}, err
 		}
 	}
 	return r.swapped(), nil
@@ -547,7 +516,7 @@ func (r resorter) swapDistributed(ctx context.Context) (ResortReport, error) {
 // (INSERTs that began before the view existed) and since the swap
 // started (between the view's drop and the swap), then records the move
 // done.
-func (r resorter) finish(ctx context.Context, s resortState) (ResortReport, error) {
+func (r resorter) finish(ctx context.Context, s resortState) (Report, error) {
 	const margin = 60
 	in := "IN"
 	if r.d.Clustered() {
@@ -555,40 +524,40 @@ func (r resorter) finish(ctx context.Context, s resortState) (ResortReport, erro
 		// are renamed.
 		for _, v := range []string{resortView, swapLogView} {
 			if err := r.exec(ctx, "DROP TABLE IF EXISTS "+r.d.Table(v)+r.d.OnCluster()); err != nil {
-				return ResortReport{}, err
+				return Report{}, err
 			}
 		}
 		in = "GLOBAL IN" // the subqueries read Distributed tables
 	}
-	cols := SnapshotsTable.ColumnList()
+	cols := schema.SnapshotsTable.ColumnList()
 	changed := []string{fmt.Sprintf("SELECT project_id, snapshot_at FROM %s WHERE (changed_at >= %s AND changed_at <= %s) OR changed_at >= %s",
-		r.d.Table(SnapshotChanges), chconn.DateTime(s.setupAt-min(s.setupAt, margin)), chconn.DateTime(s.setupAt+r.opts.settle()),
+		r.d.Table(schema.SnapshotChanges), chconn.DateTime(s.setupAt-min(s.setupAt, margin)), chconn.DateTime(s.setupAt+r.opts.settle()),
 		chconn.DateTime(s.swapAt-min(s.swapAt, margin)))}
-	logged, err := chconn.QueryColumn[string](ctx, r.c, "SELECT name FROM system.tables WHERE database = ? AND name = ?", r.d.Database(), swapLog)
+	logged, err := chconn.QueryColumn[string](ctx, r.c, "SELECT name FROM system.tables WHERE database = ? AND name = ?", r.d.Database(), schema.SwapLog)
 	if err != nil {
-		return ResortReport{}, fmt.Errorf("move %s to its sort key: find the swap log: %w", SnapshotsTable.name, err)
+		return Report{}, fmt.Errorf("move %s to its sort key: find the swap log: %w", schema.SnapshotsTable.Name(), err)
 	}
 	if len(logged) > 0 {
-		changed = append(changed, "SELECT project_id, snapshot_at FROM "+r.d.Table(swapLog))
+		changed = append(changed, "SELECT project_id, snapshot_at FROM "+r.d.Table(schema.SwapLog))
 	}
 	for _, c := range changed {
 		q := fmt.Sprintf("INSERT INTO %s (%s) SELECT %s FROM %s WHERE (project_id, snapshot_at) %s (%s)",
-			r.d.Table(SnapshotsTable.name), cols, cols, r.d.Table(PresortSnapshots), in, c)
+			r.d.Table(schema.SnapshotsTable.Name()), cols, cols, r.d.Table(schema.PresortSnapshots), in, c)
 		if err := r.c.Exec(r.c.SyncInserts(ctx), q); err != nil {
-			return ResortReport{}, fmt.Errorf("move %s to its sort key: copy the rows written during the swap: %w", SnapshotsTable.name, err)
+			return Report{}, fmt.Errorf("move %s to its sort key: copy the rows written during the swap: %w", schema.SnapshotsTable.Name(), err)
 		}
 	}
 	if r.d.Clustered() {
-		for _, t := range []string{r.d.Table(swapLog), r.d.Local(swapLog)} {
+		for _, t := range []string{r.d.Table(schema.SwapLog), r.d.Local(schema.SwapLog)} {
 			if err := r.exec(ctx, "DROP TABLE IF EXISTS "+t+r.d.OnCluster()); err != nil {
-				return ResortReport{}, err
+				return Report{}, err
 			}
 		}
 	}
 	if err := r.record(ctx, "swapped", "", 0, 0); err != nil {
-		return ResortReport{}, err
+		return Report{}, err
 	}
 	r.c.Log().Info("message_read_snapshots moved to its sort key; the table as earlier releases sorted it is kept: drop it once you no longer need a way back",
-		"kept", PresortSnapshots)
-	return ResortReport{Done: true, Phase: "swapped"}, nil
+		"kept", schema.PresortSnapshots)
+	return Report{Done: true, Phase: "swapped"}, nil
 }

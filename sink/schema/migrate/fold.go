@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // migrateRollups is the migration that makes the views read the rollups.
@@ -18,9 +19,10 @@ import (
 // another process: everything is created IF NOT EXISTS, and folding a
 // partition again changes nothing in the rollups that keep a maximum. The
 // summing rollup would count a partition twice, so each partition folded
-// into it is marked in foldsTable and not folded again. Two processes never
-// fold at the same moment: only the holder of the migration lock (lock.go)
-// runs a step, and it checks the lock before every partition.
+// into it is marked in schema.RollupFolds and not folded again. Two
+// processes never fold at the same moment: only the holder of the
+// migration lock (lock.go) runs a step, and it checks the lock before
+// every partition.
 //
 // In cluster mode each rollup is a replicated <rollup>_local on every host
 // with a Distributed table over it, sharded by project like the snapshots;
@@ -30,7 +32,7 @@ import (
 // the Distributed tables.
 func migrateRollups(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	for _, q := range rollupTablesDDL(d) {
+	for _, q := range schema.RollupTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -44,7 +46,7 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range rollupViewsFillDDL(d) {
+	for _, q := range schema.RollupViewsFillDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -59,7 +61,7 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 	}
 	// A view another process replaced already is replaced again, with
 	// the same definition.
-	for _, q := range rollupViewsDDL(d) {
+	for _, q := range schema.RollupViewsDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -73,9 +75,9 @@ func migrateRollups(ctx context.Context, m *migrator) error {
 // would count their rows twice.
 func foldPartitions(ctx context.Context, m *migrator, cutoff uint64) error {
 	d := m.ddl
-	folded, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT DISTINCT partition FROM "+d.Table(foldsTable.name)+" WHERE partition != ''")
+	folded, err := chconn.QueryColumn[string](ctx, m.conn, "SELECT DISTINCT partition FROM "+d.Table(schema.RollupFolds)+" WHERE partition != ''")
 	if err != nil {
-		return fmt.Errorf("read %s: %w", foldsTable.name, err)
+		return fmt.Errorf("read %s: %w", schema.RollupFolds, err)
 	}
 
 	partitions, err := m.partitions(ctx, "message_read_snapshots")
@@ -85,7 +87,7 @@ func foldPartitions(ctx context.Context, m *migrator, cutoff uint64) error {
 	if len(partitions) > 0 {
 		m.log.Info("folding snapshot history into the rollups", "partitions", len(partitions))
 	}
-	rollups := rollupTables()
+	rollups := schema.Rollups()
 	for i, p := range partitions {
 		if err := m.held(ctx); err != nil {
 			return err
@@ -93,17 +95,17 @@ func foldPartitions(ctx context.Context, m *migrator, cutoff uint64) error {
 		start := time.Now()
 		for _, r := range rollups {
 			where := "WHERE toYYYYMM(snapshot_at) = " + p
-			if r.name == SnapshotRollup {
+			if r == schema.SnapshotRollup {
 				if slices.Contains(folded, p) {
 					continue
 				}
 				where += fmt.Sprintf(" AND version < %d", cutoff)
 			}
-			if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(r.name), r.selectFrom(d.Table("message_read_snapshots"), where))); err != nil {
-				return fmt.Errorf("fold partition %s into %s: %w", p, r.name, err)
+			if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(r), schema.FillSelect(r, d.Table("message_read_snapshots"), where))); err != nil {
+				return fmt.Errorf("fold partition %s into %s: %w", p, r, err)
 			}
 		}
-		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT %s, %d", d.Table(foldsTable.name), chconn.QuoteString(p), cutoff)); err != nil {
+		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT %s, %d", d.Table(schema.RollupFolds), chconn.QuoteString(p), cutoff)); err != nil {
 			return fmt.Errorf("mark partition %s folded: %w", p, err)
 		}
 		m.log.Info("folded snapshot partition", "partition", p, "done", i+1, "of", len(partitions),
@@ -112,62 +114,24 @@ func foldPartitions(ctx context.Context, m *migrator, cutoff uint64) error {
 	return nil
 }
 
-// rollupTablesDDL creates the tables of migration 2: the rollups and the
-// record of the fold.
-func rollupTablesDDL(d ddl) []string {
-	rollups := rollupTables()
-	var stmts []string
-	for _, t := range []tableDef{rollups[0].tableDef, rollups[1].tableDef, rollups[2].tableDef, dayRollupTable, foldsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	return stmts
-}
-
-// rollupViewsFillDDL creates the materialized views that fill the rollups
-// from every INSERT into message_read_snapshots.
-func rollupViewsFillDDL(d ddl) []string {
-	var stmts []string
-	for _, r := range rollupTables() {
-		stmts = append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-			d.Table(r.name+"_mv"), d.OnCluster(), d.Local(r.name), r.selectFrom(d.Local("message_read_snapshots"), "")))
-	}
-	return stmts
-}
-
-// rollupViewsDDL writes the views over the rollups (views_rollups.go)
-// again, as migrations 2 and 3 do.
-func rollupViewsDDL(d ddl) []string {
-	var stmts []string
-	for _, v := range rollupViews(d) {
-		stmts = append(stmts, d.replaceView(v)...)
-	}
-	return stmts
-}
-
-// foldsTable records the partitions of message_read_snapshots folded into
-// the summing rollup, which must not fold one twice, and in a row with an
-// empty partition the fold's cutoff version.
-var foldsTable = tableDef{name: "project_read_snapshot_rollup_folds", columns: []columnDef{{"partition", "String"}, {"cutoff", "UInt64"}},
-	layout: layout{engine: engine{name: "ReplacingMergeTree"}, orderBy: "partition", shardBy: "partition"}}
-
 // foldCutoff returns the version below which the fold sums snapshot rows
 // into the summing rollup: now, in nanoseconds like readsync's versions,
 // when the rollup's materialized view does not exist yet; otherwise the
 // cutoff an earlier run took before it created the view.
 func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
-	n, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.Database(), SnapshotRollup+"_mv")
+	n, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", m.ddl.Database(), schema.SnapshotRollup+"_mv")
 	if err != nil {
-		return 0, fmt.Errorf("look for %s_mv: %w", SnapshotRollup, err)
+		return 0, fmt.Errorf("look for %s_mv: %w", schema.SnapshotRollup, err)
 	}
 	if n[0] > 0 {
-		c, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT max(cutoff) FROM "+m.ddl.Table(foldsTable.name)+" WHERE partition = ''")
+		c, err := chconn.QueryColumn[uint64](ctx, m.conn, "SELECT max(cutoff) FROM "+m.ddl.Table(schema.RollupFolds)+" WHERE partition = ''")
 		if err != nil {
 			return 0, fmt.Errorf("read the fold's cutoff: %w", err)
 		}
 		return c[0], nil
 	}
 	cutoff := uint64(time.Now().UnixNano())
-	if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT '', %d", m.ddl.Table(foldsTable.name), cutoff)); err != nil {
+	if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s (partition, cutoff) SELECT '', %d", m.ddl.Table(schema.RollupFolds), cutoff)); err != nil {
 		return 0, fmt.Errorf("record the fold's cutoff: %w", err)
 	}
 	return cutoff, nil
@@ -177,7 +141,7 @@ func foldCutoff(ctx context.Context, m *migrator) (uint64, error) {
 // rollup, a month at a time, which bounds the GROUP BY's memory by a
 // month's messages × days.
 func foldDays(ctx context.Context, m *migrator) error {
-	return m.foldMonths(ctx, DailyRollup, DayRollup, "folded project days", func(month string) string {
-		return DayRefresh(m.ddl.Names, "WHERE toYYYYMM(day) = "+month)
+	return m.foldMonths(ctx, schema.DailyRollup, schema.DayRollup, "folded project days", func(month string) string {
+		return schema.DayRefresh(m.ddl.Names, "WHERE toYYYYMM(day) = "+month)
 	})
 }

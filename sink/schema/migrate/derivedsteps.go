@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -6,14 +6,15 @@ import (
 	"log/slog"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 )
 
 // GainsFolder computes the reads gained at every snapshot of c's database
 // from its whole history, a group of projects at a time, reporting its
 // progress to log and asking held before each group whether it may go on.
 // Migration 7 needs it; package derived has it (FoldGains), and the caller
-// of the migrations passes it in, so that schema does not depend on how
-// gains are computed.
+// of the migrations passes it in, so that the migrations do not depend on
+// how gains are computed.
 type GainsFolder func(ctx context.Context, c *chconn.Conn, log *slog.Logger, held func(context.Context) error) error
 
 // migrateGains creates the gains rollup and the first-seen rollup with its
@@ -26,47 +27,27 @@ type GainsFolder func(ctx context.Context, c *chconn.Conn, log *slog.Logger, hel
 // minimum.
 func migrateGains(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	for _, q := range gainsTablesDDL(d) {
+	for _, q := range schema.GainsTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
-	partitions, err := m.partitions(ctx, SnapshotsTable.name)
+	partitions, err := m.partitions(ctx, schema.SnapshotsTable.Name())
 	if err != nil {
 		return err
 	}
 	for _, p := range partitions {
-		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(FirstRollup),
-			firstRollupTable.selectFrom(d.Table(SnapshotsTable.name), "WHERE toYYYYMM(snapshot_at) = "+p))); err != nil {
-			return fmt.Errorf("fold partition %s into %s: %w", p, FirstRollup, err)
+		if err := m.exec(ctx, fmt.Sprintf("INSERT INTO %s %s", d.Table(schema.FirstRollup),
+			schema.FillSelect(schema.FirstRollup, d.Table(schema.SnapshotsTable.Name()), "WHERE toYYYYMM(snapshot_at) = "+p))); err != nil {
+			return fmt.Errorf("fold partition %s into %s: %w", p, schema.FirstRollup, err)
 		}
 	}
-	for _, q := range gainsViewsDDL(d) {
+	for _, q := range schema.GainsViewsDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// gainsTablesDDL creates the tables of migration 6, and the materialized
-// view that fills the first-seen rollup.
-func gainsTablesDDL(d ddl) []string {
-	var stmts []string
-	for _, t := range []tableDef{firstRollupTable.tableDef, GainsTable.def(), dayGainsTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	return append(stmts, fmt.Sprintf("CREATE MATERIALIZED VIEW IF NOT EXISTS %s%s TO %s AS\n%s",
-		d.Table(FirstRollup+"_mv"), d.OnCluster(), d.Local(FirstRollup), firstRollupTable.selectFrom(d.Local(SnapshotsTable.name), "")))
-}
-
-// gainsViewsDDL creates the views of reads gained (views_gains.go).
-func gainsViewsDDL(d ddl) []string {
-	var stmts []string
-	for _, v := range gainsViews(d) {
-		stmts = append(stmts, d.createView(v.name, v.query))
-	}
-	return stmts
 }
 
 // migrateDerived is migration 7: the derived rows become a function of
@@ -79,9 +60,9 @@ func gainsViewsDDL(d ddl) []string {
 //     project_read_snapshots shows from then on: a choice between
 //     refreshes, where the summing rollup it read before counted a
 //     repeated INSERT twice on servers without deduplication tokens;
-//   - creates the change logs and the record of reconciles (changes.go;
-//     package derived's reconcile.go), before the fold, so that what other
-//     processes write meanwhile is reconciled after;
+//   - creates the change logs and the record of reconciles (schema's
+//     changes.go; package derived's reconcile.go), before the fold, so
+//     that what other processes write meanwhile is reconciled after;
 //   - computes the day rollup and the gains of the whole history again,
 //     the gains in this release's form, and replaces
 //     project_read_snapshots. Earlier releases left a day or a snapshot
@@ -94,17 +75,17 @@ func gainsViewsDDL(d ddl) []string {
 // the one stored, which is then not written.
 func migrateDerived(ctx context.Context, m *migrator) error {
 	d := m.ddl
-	if err := m.addColumn(ctx, SnapshotsTable.name, "schedule", "String", "version"); err != nil {
+	if err := m.addColumn(ctx, schema.SnapshotsTable.Name(), "schedule", "String", "version"); err != nil {
 		return err
 	}
 	after := "gain_schedule"
-	for _, col := range gainColumnsSince7 {
-		if err := m.addColumn(ctx, GainsRollup, col, "UInt64", after); err != nil {
+	for _, col := range schema.GainColumnsSince7 {
+		if err := m.addColumn(ctx, schema.GainsRollup, col, "UInt64", after); err != nil {
 			return err
 		}
 		after = col
 	}
-	for _, q := range derivedTablesDDL(d) {
+	for _, q := range schema.DerivedTablesDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
@@ -118,29 +99,12 @@ func migrateDerived(ctx context.Context, m *migrator) error {
 	if err := m.gains(ctx, m.conn, m.log, m.held); err != nil {
 		return err
 	}
-	for _, q := range snapshotsViewDDL(d) {
+	for _, q := range schema.SnapshotsViewDDL(d) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// derivedTablesDDL creates the tables of migration 7: the schedules of
-// release 0.3.0, the record of reconciles, and the change logs with the
-// materialized views that fill them.
-func derivedTablesDDL(d ddl) []string {
-	var stmts []string
-	for _, t := range []tableDef{legacySchedulesTable, reconcilesTable} {
-		stmts = append(stmts, d.createTable(t)...)
-	}
-	return append(stmts, createChangeLogs(d)...)
-}
-
-// snapshotsViewDDL writes project_read_snapshots again from the gains
-// rollup, as migration 7 does.
-func snapshotsViewDDL(d ddl) []string {
-	return d.replaceView(view{SnapshotView, snapshotsFromGains(d)})
 }
 
 // fillLegacySchedules copies into legacySchedulesTable the schedule of
@@ -158,7 +122,7 @@ FROM
     WHERE substring(gain_key, 1, 1) = '0'
     GROUP BY project_id, snapshot_at
 )
-WHERE legacy_schedule != ''`, m.ddl.Table(LegacySchedules), m.ddl.Table(GainsRollup))
+WHERE legacy_schedule != ''`, m.ddl.Table(schema.LegacySchedules), m.ddl.Table(schema.GainsRollup))
 	if err := m.exec(ctx, q); err != nil {
 		return fmt.Errorf("keep the schedules of the gains computed before: %w", err)
 	}

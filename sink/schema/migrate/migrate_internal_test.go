@@ -1,4 +1,4 @@
-package schema
+package migrate
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 )
 
@@ -49,8 +50,8 @@ func noGains(context.Context, *chconn.Conn, *slog.Logger, func(context.Context) 
 func write(t *testing.T, c *chconn.Conn, b *sink.Batch) {
 	t.Helper()
 	ctx := context.Background()
-	for _, err := range []error{chconn.Insert(ctx, c, ProjectsTable, b, b.Projects), chconn.Insert(ctx, c, MessagesTable, b, b.Messages),
-		chconn.Insert(ctx, c, SnapshotsTable, b, b.Snapshots)} {
+	for _, err := range []error{chconn.Insert(ctx, c, schema.ProjectsTable, b, b.Projects), chconn.Insert(ctx, c, schema.MessagesTable, b, b.Messages),
+		chconn.Insert(ctx, c, schema.SnapshotsTable, b, b.Snapshots)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,11 +125,11 @@ func TestMigrateRecordsEachStepOnce(t *testing.T) {
 func TestMigrateIssuesNoDDLWhenCurrent(t *testing.T) {
 	db := sinktest.New(t)
 	ctx := context.Background()
-	if err := Migrate(ctx, openTest(t, db.DSN), noGains); err != nil {
+	if err := Apply(ctx, openTest(t, db.DSN), noGains); err != nil {
 		t.Fatal(err)
 	}
 	ro := openTest(t, db.DSN+"?readonly=2")
-	if err := Migrate(ctx, ro, noGains); err != nil {
+	if err := Apply(ctx, ro, noGains); err != nil {
 		t.Fatalf("a current schema needed more than reads: %v", err)
 	}
 	err := runMigrations(ctx, ro, noGains, withColumn())
@@ -214,7 +215,7 @@ func TestMigrateAdoptsPreviousRelease(t *testing.T) {
 	if !v.Adopt || v.Current() {
 		t.Fatalf("previous release's database: %+v, want adoption pending", v)
 	}
-	if err := Migrate(ctx, ch, noGains); err != nil {
+	if err := Apply(ctx, ch, noGains); err != nil {
 		t.Fatal(err)
 	}
 	if got := appliedIDs(t, db); !slices.Equal(got, builtinIDs(t, db.DSN)) {
@@ -285,17 +286,33 @@ func partNames(t *testing.T, db *sinktest.DB) string {
 	return strings.Join(names, " ")
 }
 
+// createCounts creates a test's table of snapshot counts by project and
+// month, with engine: on a cluster, a replicated local table on every host
+// and a Distributed one over it, sharded by project, as the schema's
+// tables are.
+func createCounts(ctx context.Context, m *migrator, table, engine string) error {
+	d := m.ddl
+	stmts := []string{fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s (project_id Int64, month UInt32, snapshots UInt64) ENGINE = %s\nORDER BY (project_id, month)",
+		d.Local(table), d.OnCluster(), d.Engine(engine, ""))}
+	if d.Clustered() {
+		stmts = append(stmts, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s AS %s ENGINE = Distributed(%s, %s, %s, cityHash64(project_id))",
+			d.Table(table), d.OnCluster(), d.Local(table), chconn.QuoteIdent(d.Topology().Cluster), d.QuotedDatabase(), chconn.QuoteIdent(d.LocalName(table))))
+	}
+	for _, q := range stmts {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // A Go migration of the kind that folds existing rows into a new table a
 // partition at a time: it finds every partition and moves each with one
 // INSERT … SELECT, on a single server and through a cluster alike.
 func TestGoMigrationFoldsByPartition(t *testing.T) {
 	fold := migration{id: 1001, name: "fold snapshot counts", run: func(ctx context.Context, m *migrator) error {
-		def := tableDef{name: "snapshot_counts", columns: []columnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
-			layout: layout{engine: engine{"ReplacingMergeTree", ""}, orderBy: "(project_id, month)", shardBy: "project_id"}}
-		for _, q := range m.ddl.createTable(def) {
-			if err := m.exec(ctx, q); err != nil {
-				return err
-			}
+		if err := createCounts(ctx, m, "snapshot_counts", "ReplacingMergeTree"); err != nil {
+			return err
 		}
 		parts, err := m.partitions(ctx, "message_read_snapshots")
 		if err != nil {
@@ -315,7 +332,7 @@ func TestGoMigrationFoldsByPartition(t *testing.T) {
 	write := func(t *testing.T, ch *chconn.Conn) {
 		t.Helper()
 		ctx := context.Background()
-		if err := Migrate(ctx, ch, noGains); err != nil {
+		if err := Apply(ctx, ch, noGains); err != nil {
 			t.Fatal(err)
 		}
 		b := &sink.Batch{}
@@ -385,7 +402,7 @@ func TestAlreadyDone(t *testing.T) {
 func TestClusterRefusesSingleServerTables(t *testing.T) {
 	c := sinktest.NewCluster(t, sinktest.Sharded)
 	applyPreviousRelease(t, c.Conns[0], c.Database)
-	err := Migrate(context.Background(), openCluster(t, c, 0), noGains)
+	err := Apply(context.Background(), openCluster(t, c, 0), noGains)
 	if err == nil || !strings.Contains(err.Error(), "holds single-server tables (projects is ReplacingMergeTree)") {
 		t.Fatalf("migrate: %v, want a refusal naming the single-server tables", err)
 	}
@@ -409,16 +426,13 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 	// aliases, created as 18.16 took them.
 	legacy := sinktest.PreviousRelease(ctx, t, db.Conn)
 	unaliased := strings.NewReplacer(") AS l\n", ")\n", ") AS r USING", ") USING")
-	d := ddl{ch.Names()}
-	for _, v := range rollupViews(d) {
-		old := view{v.name, unaliased.Replace(v.query)}
-		if old.query == v.query {
-			t.Fatalf("view %s: no alias to remove", v.name)
+	for _, q := range schema.RollupViewsDDL(schema.DDL{Names: ch.Names()}) {
+		old := unaliased.Replace(q)
+		if strings.HasPrefix(q, "CREATE") && old == q {
+			t.Fatalf("no alias to remove:\n%s", q)
 		}
-		for _, q := range d.replaceView(old) {
-			if err := db.Conn.Exec(legacy, q); err != nil {
-				t.Fatalf("%v\n%s", err, q)
-			}
+		if err := db.Conn.Exec(legacy, old); err != nil {
+			t.Fatalf("%v\n%s", err, old)
 		}
 	}
 	read := func(v string) error {
@@ -429,19 +443,19 @@ func TestMigration3MendsViewsAfterServerUpgrade(t *testing.T) {
 		return err
 	}
 	if legacy != ctx { // a current release: the bug this migration mends
-		if err := read(LatestView); err == nil {
+		if err := read(schema.LatestView); err == nil {
 			t.Fatal("a view without aliases answers on this server with its defaults; the test shows nothing")
 		}
 		if err := CheckViews(ctx, ch); err == nil {
 			t.Error("CheckViews passes views the server refuses")
 		}
 	}
-	if err := Migrate(ctx, ch, noGains); err != nil {
+	if err := Apply(ctx, ch, noGains); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range rollupViews(d) {
-		if err := read(v.name); err != nil {
-			t.Errorf("view %s after migration 3: %v", v.name, err)
+	for _, v := range []string{schema.LatestView, schema.DailyView, schema.SnapshotView} {
+		if err := read(v); err != nil {
+			t.Errorf("view %s after migration 3: %v", v, err)
 		}
 	}
 	if got := appliedIDs(t, db); !slices.Equal(got, builtinIDs(t, db.DSN)) {
@@ -456,7 +470,7 @@ func TestRejectedMigrationIsARefusal(t *testing.T) {
 	db := sinktest.New(t)
 	ch := openTest(t, db.DSN)
 	ctx := context.Background()
-	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d ddl) []string {
+	bad := migration{id: 1001, name: "a view this server rejects", sql: func(d schema.DDL) []string {
 		return []string{"CREATE VIEW IF NOT EXISTS " + d.Table("rejected") + " AS SELECT no_such_function_of_clickhouse(1)"}
 	}}
 	err := runMigrations(ctx, ch, noGains, append(migrations(), bad))
@@ -486,7 +500,7 @@ func TestFoldByProjectBoundsEachInsert(t *testing.T) {
 	ctx := context.Background()
 	db := sinktest.New(t)
 	c := openTest(t, db.DSN)
-	if err := Migrate(ctx, c, noGains); err != nil {
+	if err := Apply(ctx, c, noGains); err != nil {
 		t.Fatal(err)
 	}
 	// Each month: project 1 and 2 two rows each, 3 six, 4 one, 5 two.
@@ -503,17 +517,13 @@ func TestFoldByProjectBoundsEachInsert(t *testing.T) {
 	write(t, c, b)
 	var stmts []string
 	fold := migration{id: 1002, name: "fold by project", run: func(ctx context.Context, m *migrator) error {
-		def := tableDef{name: "project_counts", columns: []columnDef{{"project_id", "Int64"}, {"month", "UInt32"}, {"snapshots", "UInt64"}},
-			layout: layout{engine: engine{"MergeTree", ""}, orderBy: "(project_id, month)", shardBy: "project_id"}}
-		for _, q := range m.ddl.createTable(def) {
-			if err := m.exec(ctx, q); err != nil {
-				return err
-			}
+		if err := createCounts(ctx, m, "project_counts", "MergeTree"); err != nil {
+			return err
 		}
 		m.foldRows = 4
-		return m.foldMonthsByProject(ctx, SnapshotsTable.name, "snapshot_at", "project_counts", "folded", func(month, projects string) string {
+		return m.foldMonthsByProject(ctx, schema.SnapshotsTable.Name(), "snapshot_at", "project_counts", "folded", func(month, projects string) string {
 			q := fmt.Sprintf("INSERT INTO %s SELECT project_id, toUInt32(%s), count() FROM %s WHERE toYYYYMM(snapshot_at) = %s AND %s GROUP BY project_id",
-				m.ddl.Table("project_counts"), month, m.ddl.Table(SnapshotsTable.name), month, projects)
+				m.ddl.Table("project_counts"), month, m.ddl.Table(schema.SnapshotsTable.Name()), month, projects)
 			stmts = append(stmts, projects)
 			return q
 		})
