@@ -9,6 +9,7 @@ import (
 
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/schema/migrate"
 	"github.com/readsync/readsync/sink/schema/resort"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
@@ -42,7 +43,7 @@ PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at
 		fmt.Sprintf(" ENGINE = Distributed(%s, %s, %s, cityHash64(project_id))", chconn.QuoteIdent(c.Name), names.QuotedDatabase(), chconn.QuoteIdent("message_read_snapshots_local")))
 
 	topo := clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath})
-	opts := []clickhouse.Option{topo, clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(resort.Options{Settle: time.Second, StepRows: 40})}
+	opts := []clickhouse.Option{topo, clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(resort.Options{Settle: time.Second, StepRows: 40, Lease: migrate.Lease(10 * time.Second)})}
 	ch := historytest.OpenSink(t, c.DSNs[0], opts...)
 	if err := ch.Migrate(ctx); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
+	"github.com/readsync/readsync/sink/schema/migrate"
 	"github.com/readsync/readsync/sink/schema/resort"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
@@ -63,7 +64,7 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 	t.Parallel()
 	db := sinktest.New(t)
 	createPreviousSnapshots(t, db)
-	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(resort.Options{Settle: time.Second, StepRows: 40})}
+	opts := []clickhouse.Option{clickhouse.WithReconcileSettle(time.Second), clickhouse.WithResort(resort.Options{Settle: time.Second, StepRows: 40, Lease: migrate.Lease(10 * time.Second)})}
 	ch := historytest.OpenSink(t, db.DSN, opts...)
 	ctx := context.Background()
 	if err := ch.Migrate(ctx); err != nil {

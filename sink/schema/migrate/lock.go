@@ -28,7 +28,7 @@ import (
 // distributed DDL, on a cluster. The lock is a table: the process that
 // creates it holds it, writes a heartbeat into it while it migrates, and
 // drops it when done. A holder that dies leaves it behind: a waiter that
-// sees no heartbeat for lockLease renames it away (of two waiters, one
+// sees no heartbeat for the lease renames it away (of two waiters, one
 // rename wins) and tries again. A holder checks before each step that the
 // lock is still its own, so one that stalled past the lease stops rather
 // than migrate beside its successor.
@@ -36,23 +36,35 @@ import (
 // migrationLockTable is the lock's name in the database.
 const migrationLockTable = "schema_migration_lock"
 
-// The lock's timing: how often a holder writes its heartbeat, how long
-// waiters go without seeing one before they take the lock over, and how
-// often they look.
-const (
-	lockHeartbeat = 10 * time.Second
-	lockLease     = 2 * time.Minute
-	lockPoll      = 2 * time.Second
-)
+// DefaultLease is how long waiters go without seeing a heartbeat of the
+// migration lock before they take it over: long enough that a holder
+// whose server is slow to answer for a while keeps it.
+const DefaultLease = 2 * time.Minute
+
+// Lease is how long waiters go without seeing a heartbeat of the lock
+// before they take it over; zero means DefaultLease. A holder writes a
+// heartbeat every twelfth of it, and waiters look every sixtieth, so
+// that a shorter lease (a test's) keeps the same proportions.
+type Lease time.Duration
+
+func (l Lease) lease() time.Duration {
+	if l <= 0 {
+		return DefaultLease
+	}
+	return time.Duration(l)
+}
+
+func (l Lease) heartbeat() time.Duration { return l.lease() / 12 }
+func (l Lease) poll() time.Duration      { return l.lease() / 60 }
 
 // errLockLost says that another process took the migration lock over.
-var errLockLost = errors.New("another process took the migration lock over (this one went without a heartbeat for longer than " +
-	lockLease.String() + "); it applies the migrations")
+var errLockLost = errors.New("another process took the migration lock over (this one went without a heartbeat for longer than the lease); it applies the migrations")
 
 // Lock is the migration lock, held by this process. Its heartbeat runs
 // until Release, which the holder must call.
 type Lock struct {
 	c     *chconn.Conn
+	lease Lease
 	owner string
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -61,7 +73,7 @@ type Lock struct {
 // TakeLock takes the database's migration lock, waiting while a live
 // process holds it, as long as ctx allows. Besides the migrations, the
 // move onto the sort key (package resort) takes it for each of its steps.
-func TakeLock(ctx context.Context, c *chconn.Conn) (*Lock, error) {
+func TakeLock(ctx context.Context, c *chconn.Conn, lease Lease) (*Lock, error) {
 	owner := lockOwner()
 	var (
 		last     string
@@ -71,7 +83,7 @@ func TakeLock(ctx context.Context, c *chconn.Conn) (*Lock, error) {
 	for {
 		err := c.Exec(ctx, createLock(schema.DDL{Names: c.Names()}, owner))
 		if err == nil {
-			l := &Lock{c: c, owner: owner, stop: make(chan struct{})}
+			l := &Lock{c: c, lease: lease, owner: owner, stop: make(chan struct{})}
 			if err := l.beat(ctx); err != nil {
 				l.drop(context.WithoutCancel(ctx))
 				return nil, err
@@ -92,8 +104,8 @@ func TakeLock(ctx context.Context, c *chconn.Conn) (*Lock, error) {
 		if state != last {
 			last, progress = state, time.Now()
 		}
-		if time.Since(progress) > lockLease {
-			c.Log().Warn("taking over the migration lock of a process that stopped its heartbeat", "holder", holder, "lease", lockLease.String())
+		if time.Since(progress) > lease.lease() {
+			c.Log().Warn("taking over the migration lock of a process that stopped its heartbeat", "holder", holder, "lease", lease.lease().String())
 			if err := expireLock(ctx, c); err != nil {
 				return nil, err
 			}
@@ -106,7 +118,7 @@ func TakeLock(ctx context.Context, c *chconn.Conn) (*Lock, error) {
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for the migration of %s: %w", holder, context.Cause(ctx))
-		case <-time.After(lockPoll):
+		case <-time.After(lease.poll()):
 		}
 	}
 }
@@ -192,18 +204,18 @@ func (l *Lock) beat(ctx context.Context) error {
 	return nil
 }
 
-// heartbeats writes a heartbeat every lockHeartbeat until Release. One
+// heartbeats writes a heartbeat every twelfth of the lease until Release. One
 // that fails is logged: the next may succeed, and a holder that goes
 // without for the lease finds out at its next step.
 func (l *Lock) heartbeats() {
-	t := time.NewTicker(lockHeartbeat)
+	t := time.NewTicker(l.lease.heartbeat())
 	defer t.Stop()
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), lockHeartbeat)
+			ctx, cancel := context.WithTimeout(context.Background(), l.lease.heartbeat())
 			if err := l.beat(ctx); err != nil {
 				l.c.Log().Warn("migration lock heartbeat failed", "err", l.c.Redact(err))
 			}
@@ -238,7 +250,7 @@ func (l *Lock) Release(ctx context.Context) {
 
 func (l *Lock) drop(ctx context.Context) {
 	if err := ExecDDL(ctx, l.c, "DROP TABLE IF EXISTS "+l.c.Names().Table(migrationLockTable)+l.c.Names().OnCluster()); err != nil {
-		l.c.Log().Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.Redact(err), "lease", lockLease.String())
+		l.c.Log().Warn("migration lock not dropped; the next process takes it over after the lease", "err", l.c.Redact(err), "lease", l.lease.lease().String())
 	}
 }
 

@@ -397,7 +397,7 @@ func runMigrations(ctx context.Context, c *chconn.Conn, gains GainsFolder, ms []
 	if err := ExecDDL(ctx, c, ddl.CreateDatabase()); err != nil {
 		return fmt.Errorf("migration %s: create the database: %w", v.Pending[0], err)
 	}
-	lock, err := TakeLock(ctx, c)
+	lock, err := TakeLock(ctx, c, 0)
 	if err != nil {
 		return fmt.Errorf("migration %s: %w", v.Pending[0], err)
 	}

@@ -72,6 +72,10 @@ type Options struct {
 	// StepRows bounds the rows one copy step writes, by the snapshot
 	// rollup's count of each project's rows: 2 000 000 when zero.
 	StepRows uint64
+	// Lease is the migration lock's lease (see migrate.Lease): how long a
+	// step waits for a process that died holding the lock before it takes
+	// the lock over. migrate.DefaultLease when zero.
+	Lease migrate.Lease
 }
 
 func (o Options) settle() uint32 {
@@ -118,7 +122,7 @@ func Step(ctx context.Context, c *chconn.Conn, opts Options) (Report, error) {
 	}
 	// Wait for the lock as long as ctx allows: a process that died holding
 	// it leaves it to be taken over after its lease, by a waiter.
-	lock, err := migrate.TakeLock(ctx, c)
+	lock, err := migrate.TakeLock(ctx, c, opts.Lease)
 	if err != nil {
 		return Report{}, c.Redact(err)
 	}
