@@ -44,7 +44,7 @@ func readmeQueries(t *testing.T) []string {
 func TestREADMEQueriesRun(t *testing.T) {
 	ch, db := historytest.OpenTestSink(t)
 	historytest.WriteViewFixture(t, ch)
-	conn := openDatabase(t, db)
+	conn := db.OpenCurrent(t)
 	qs := readmeQueries(t)
 	if len(qs) < 6 {
 		t.Fatalf("found %d queries in the sql blocks of the README and the docs", len(qs))

@@ -174,6 +174,23 @@ func connect(t testing.TB, what, base, db string) (driver.Conn, string) {
 	return conn, u.String()
 }
 
+// OpenCurrent connects with the test's database as the current one, as
+// a Grafana data source or a BI tool names its database: SQL written for
+// them names tables without one. The connection is closed for you.
+func (d *DB) OpenCurrent(t testing.TB) driver.Conn {
+	t.Helper()
+	opts, err := clickhouse.ParseDSN(d.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
 // Table returns the quoted, database-qualified name of a table.
 func (d *DB) Table(name string) string { return quote(d.Name) + "." + quote(name) }
 

@@ -1,4 +1,4 @@
-package clickhouse_test
+package grafana_test
 
 // What Grafana and its ClickHouse data source plugin
 // (grafana-clickhouse-datasource, version 4) make of a dashboard's SQL

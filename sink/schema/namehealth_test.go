@@ -1,4 +1,4 @@
-package clickhouse_test
+package schema_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package clickhouse_test
+package grafana_test
 
 import (
 	"context"
@@ -19,12 +19,11 @@ import (
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/expiry"
 	"github.com/readsync/readsync/sink/schema"
-	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
 const (
-	dashboardFile  = "../../deployments/grafana/readsync.json"
+	dashboardFile  = "readsync.json"
 	datasourceType = "grafana-clickhouse-datasource"
 	datasourceUID  = "${datasource}"
 	// Grafana's ClickHouse plugin: format 0 is a time series (which needs
@@ -265,7 +264,7 @@ func TestDashboardFailingNames(t *testing.T) {
 	if err := ch.RecordRun(ctx, sink.Run{RunID: "d", Schedule: "daily", Trigger: "cron", Status: "partial", SnapshotAt: now, StartedAt: now, FinishedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	conn := openDatabase(t, db)
+	conn := db.OpenCurrent(t)
 	d := loadDashboard(t)
 	vars := dashboardVariables(t, conn, d)
 	schedule := vars["schedule"]
@@ -316,7 +315,7 @@ func TestDashboardQueries(t *testing.T) {
 	ch, db := historytest.OpenTestSink(t)
 	writeRunsFixture(t, ch)
 	writeDashboardFixture(t, ch)
-	conn := openDatabase(t, db)
+	conn := db.OpenCurrent(t)
 	d := loadDashboard(t)
 	vars := dashboardVariables(t, conn, d)
 
@@ -633,23 +632,6 @@ func writeDashboardFixture(t *testing.T, ch *clickhouse.ClickHouse) {
 	}
 }
 
-// openDatabase connects with the test database as the current one, as a
-// Grafana data source names its database: the dashboard's SQL names
-// tables without one.
-func openDatabase(t *testing.T, db *sinktest.DB) chgo.Conn {
-	t.Helper()
-	opts, err := chgo.ParseDSN(db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := chgo.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
 func variableSQL(t *testing.T, v variable) string {
 	t.Helper()
 	var q struct {
@@ -674,7 +656,7 @@ func TestDashboardReadsHoursWhereRawExpired(t *testing.T) {
 	if _, err := ch.Expire(ctx, expiry.Policy{schema.Raw: 30 * 24 * time.Hour}, ""); err != nil {
 		t.Fatal(err)
 	}
-	conn := openDatabase(t, db)
+	conn := db.OpenCurrent(t)
 	d := loadDashboard(t)
 	vars := dashboardVariables(t, conn, d)
 	if from := vars["raw_from"]; from == nil || len(from.Current) != 1 || from.Current[0] == "0" {

@@ -1,4 +1,4 @@
-package clickhouse_test
+package resort_test
 
 import (
 	"context"
