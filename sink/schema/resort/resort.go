@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,12 +164,8 @@ func (r resorter) state(ctx context.Context) (resortState, error) {
 	if r.d.Clustered() {
 		names = append(names, r.d.LocalName(schema.SnapshotsTable.Name()), r.d.LocalName(schema.ResortCopy))
 	}
-	quoted := make([]string, len(names))
-	for i, n := range names {
-		quoted[i] = chconn.QuoteString(n)
-	}
-	q := "SELECT name, sorting_key, engine_full FROM system.tables WHERE database = ? AND name IN (" + strings.Join(quoted, ", ") + ")"
-	rows, err := r.c.Query(ctx, q, r.d.Database())
+	q := "SELECT name, sorting_key, engine_full FROM system.tables WHERE database = ? AND has(?, name)"
+	rows, err := r.c.Query(ctx, q, r.d.Database(), names)
 	if err != nil {
 		return s, fmt.Errorf("read the snapshot tables: %w", err)
 	}
@@ -393,10 +390,11 @@ func (r resorter) copy(ctx context.Context, left []string) (Report, error) {
 	if steps == 0 {
 		last = math.MinInt64
 	}
-	month := "toYYYYMM(snapshot_at) = " + p
-	if !isDigits(p) {
-		return Report{}, fmt.Errorf("move %s to its sort key: partition %q is not a month", schema.SnapshotsTable.Name(), p)
+	yyyymm, err := strconv.ParseUint(p, 10, 32)
+	if err != nil {
+		return Report{}, fmt.Errorf("move %s to its sort key: partition %q is not a month: %w", schema.SnapshotsTable.Name(), p, err)
 	}
+	month := fmt.Sprintf("toYYYYMM(snapshot_at) = %d", yyyymm)
 	counts := fmt.Sprintf("SELECT project_id, sum(write_messages) FROM %s WHERE %s AND project_id > %d GROUP BY project_id ORDER BY project_id",
 		r.d.Table(schema.SnapshotRollup), month, last)
 	end, final := last, true
@@ -442,15 +440,6 @@ func (r resorter) copy(ctx context.Context, left []string) (Report, error) {
 		rep.Left--
 	}
 	return rep, nil
-}
-
-func isDigits(s string) bool {
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // swap drops the view, swaps the tables and copies again what was written
