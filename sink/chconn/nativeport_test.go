@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/sinktest"
 )
 
 func mustDSN(t *testing.T, s string) chconn.DSN {
@@ -78,7 +79,9 @@ func TestCheckNativePort(t *testing.T) {
 		if err := mustDSN(t, dsn).CheckNativePort(context.Background()); err != nil {
 			t.Errorf("the test server's native port: %v", err)
 		}
-		if port := os.Getenv("READSYNC_CLICKHOUSE_HTTP_PORT"); port != "" {
+		// The current release's embedded build aborts when a client
+		// hangs up on its HTTP port's error reply, as the check does.
+		if port := os.Getenv("READSYNC_CLICKHOUSE_HTTP_PORT"); port != "" && !sinktest.Lacks(sinktest.SurvivesKilledClient) {
 			err := mustDSN(t, "clickhouse://127.0.0.1:"+port+"/db").CheckNativePort(context.Background())
 			if !errors.As(err, &hp) || !strings.HasPrefix(hp.StatusLine, "HTTP/1.") {
 				t.Errorf("the test server's HTTP port: %v", err)
