@@ -95,7 +95,7 @@ func TestDaemonDrainsABacklogWhileEveryTickRuns(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the reconcile did not drain a backlog of %d rows within 5 minutes; log:\n%s", rows, d.Log.String())
 		}
-		time.Sleep(time.Second)
+		time.Sleep(200 * time.Millisecond)
 	}
 	// A few more ticks after the catch-up, then a clean stop.
 	var before uint64
@@ -181,7 +181,7 @@ func TestCatchUpResumesAfterSIGKILL(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the catch-up did not complete after the restart; log:\n%s", d2.Log.String())
 		}
-		time.Sleep(time.Second)
+		time.Sleep(200 * time.Millisecond)
 	}
 	if code := d2.Stop(t); code != ExitOK {
 		t.Fatalf("daemon exit %d; log:\n%s", code, d2.Log.String())

@@ -108,7 +108,7 @@ PARTITION BY toYYYYMM(snapshot_at) ORDER BY (project_id, message_id, snapshot_at
 	h2 := historytest.NewHistory(t, ch2)
 	h2.Version = h.Version
 	h2.Pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
-	time.Sleep(2100 * time.Millisecond)
+	sinktest.AwaitSettled(t, c.Conns[0], time.Second) // WithReconcileSettle
 	if _, err := ch2.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 	h2 := historytest.NewHistory(t, ch2)
 	h2.Version = h.Version
 	h2.Pass(time.Date(2026, 4, 20, 0, 0, 0, 0, time.UTC))
-	time.Sleep(2100 * time.Millisecond)
+	sinktest.AwaitSettled(t, db.Conn, time.Second) // WithReconcileSettle
 	if _, err := ch2.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}

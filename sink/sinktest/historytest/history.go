@@ -247,6 +247,6 @@ func WriteUnrefreshed(t *testing.T, db *sinktest.DB, h *History, projects int64,
 		}
 	}
 	InsertDirect(t, db, all)
-	time.Sleep(2100 * time.Millisecond) // the settle delay, in whole seconds
+	sinktest.AwaitSettled(t, db.Conn, time.Second) // the settle delay of OpenSettled
 	return n
 }
