@@ -79,9 +79,9 @@ var (
 // with All selected in every variable (and raw_from already given its
 // value): its frontend makes each
 // $__conditionalAll(condition, $variable) 1=1, its backend expands
-// $__dateFilter and $__timeFilter. sink/clickhouse/dashboard_test.go runs
+// $__dateFilter and $__timeFilter. deployments/grafana/dashboard_test.go runs
 // the dashboard through a fuller model of Grafana and the plugin
-// (sink/clickhouse/grafana_test.go) on both test servers; this is what All
+// (deployments/grafana/grafana_test.go) on both test servers; this is what All
 // needs of it.
 func sentWithAll(sql string, from, to time.Time) (string, error) {
 	for i := strings.LastIndex(sql, conditionalAll); i >= 0; i = strings.LastIndex(sql, conditionalAll) {
