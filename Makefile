@@ -44,19 +44,13 @@ BENCH_HISTORY_MESSAGES ?= 10
 # them into this directory; every recipe finds them there first.
 TOOLS_BIN := $(shell scripts/tools.sh bin)
 export PATH := $(TOOLS_BIN):$(PATH)
-# The race detector runs in the first run, over every package and test; the
-# second run checks what the current release changes, without it: the tests
-# and both servers share two cores, and the detector's work in the second
-# run put `make test` over its 15 minutes.
-# go test's limit on one package's tests, for each run of `make test`. The
-# longest package, internal/app, takes about 5 to 6 minutes on 18.16 and 5
-# on the current release with -race, and sink/clickhouse took as long until
-# the tests of the derived rows and of --verify moved to sink/derived and
-# sink/verify, which took two fifths to half of its time with them (the
-# packages run two at a time, so a run takes about what they add up to,
-# halved); a move test whose step was cut off while it took the migration
-# lock waits two more minutes for the lock's lease. The limits leave room
-# for that and a loaded machine. A fuzz target takes seconds.
+# go test's limit on one package's tests, for each run. In `make test-all` the
+# race detector runs in the 18.16 run, over every package and test; the 26.7
+# run checks what the current release changes, without it (the tests and the
+# servers share two cores). The longest packages (internal/app, sink/derived)
+# take two to three minutes on 26.7 without the detector and about twice that
+# on 18.16 with it; the limits leave room for a loaded machine. A fuzz target
+# takes seconds.
 TEST_TIMEOUT_OLD     ?= 10m
 TEST_TIMEOUT_CURRENT ?= 10m
 TEST_TIMEOUT_FUZZ    ?= 5m
@@ -145,7 +139,7 @@ unit: tools
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
 	current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
 	old_lacks=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh lacks); current_lacks=$$(scripts/clickhouse.sh lacks); \
-	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1; \
+	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_TLS_SERVER=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1; \
 	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
 		export READSYNC_TEST_CLICKHOUSE_READER=readsync_reader READSYNC_REQUIRE_CLICKHOUSE_READER=1; \
 	fi; \
