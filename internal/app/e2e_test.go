@@ -401,11 +401,14 @@ func TestDaemonRunsSchedules(t *testing.T) {
 	if runs < 2 {
 		t.Fatalf("%d cron passes recorded; log:\n%s", runs, stderr.String())
 	}
-	// Each pass's snapshots carry its run's tick.
+	// Each pass's snapshots carry its run's tick. (A tick skipped while
+	// the previous pass ran, on a loaded machine a second apart, and the
+	// pass the cancellation cut short wrote none.)
 	var mismatched uint64
-	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE snapshot_at NOT IN (SELECT snapshot_at FROM {db}.message_read_snapshots)", &mismatched)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE status = 'ok' AND snapshot_at NOT IN (SELECT snapshot_at FROM {db}.message_read_snapshots)", &mismatched)
 	if mismatched != 0 {
-		t.Errorf("%d runs whose tick has no snapshot rows", mismatched)
+		t.Errorf("%d runs whose tick has no snapshot rows: %v", mismatched, sinktest.Lines(t, f.DB.Conn,
+			"SELECT concat(status, ' ', toString(snapshot_at), ' ', error) FROM "+f.DB.Table("sync_runs")+" ORDER BY snapshot_at"))
 	}
 }
 

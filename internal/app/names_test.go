@@ -122,10 +122,13 @@ func TestDaemonResolvesNamesAtEveryPass(t *testing.T) {
 			t.Errorf("the warnings do not name %s; log:\n%s", want, log.String())
 		}
 	}
+	// A tick skipped because the previous pass still ran (a loaded
+	// machine, two seconds apart) says nothing of the names; a failed one
+	// would.
 	var notOK uint64
-	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE schedule = 'fast' AND status != 'ok'", &notOK)
+	f.Query(t, "SELECT count() FROM {db}.sync_runs WHERE schedule = 'fast' AND status NOT IN ('ok', 'skipped')", &notOK)
 	if notOK != 0 {
-		t.Errorf("%d ticks recorded other than ok", notOK)
+		t.Errorf("%d ticks recorded other than ok or skipped", notOK)
 	}
 }
 
