@@ -157,3 +157,64 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Where each value of prometheusRule.alerts goes in its alert of
+files/readsync.rules.yaml: "for" sets the alert's for; any other names the
+text of the alert's expression that the value replaces, every occurrence
+of it (a window in brackets, a number, a pattern). With the defaults of
+values.yaml every replacement gives the rule file's text back, which the
+chart's tests check, and each text must be in its expression, which they
+check too.
+*/}}
+{{- define "readsync.alertKnobs" -}}
+ReadsyncNoSuccessfulPass: {afterSeconds: "7200"}
+ReadsyncPassesPartial: {window: "[3h]"}
+ReadsyncNamesFailing: {window: "[1h]"}
+ReadsyncNothingDelivered: {afterSeconds: "7200"}
+ReadsyncClickHouseRefuses: {for: for}
+ReadsyncSpoolGrowing: {window: "[30m]"}
+ReadsyncSpoolRefusing: {window: "[10m]"}
+ReadsyncUpstreamDown: {for: for}
+ReadsyncUpstreamDegraded: {failedRatio: "0.3", window: "[15m]"}
+ReadsyncShardCountsDisagree: {for: for}
+ReadsyncShardsMissing: {for: for}
+ReadsyncReconcileBehind: {lagSeconds: "1800", for: for}
+ReadsyncNamesUnresolved: {afterSeconds: "3600"}
+ReadsyncNamesNotRead: {for: for}
+ReadsyncExpiryBehind: {marginSeconds: "2764800", for: for}
+ReadsyncVerifyFailed: {jobPattern: ".*readsync-verify-[0-9]+"}
+ReadsyncHistoryOutgrowsDisk: {budgetBytes: "107374182400", for: for}
+{{- end }}
+
+{{/*
+The rule file's groups with prometheusRule.alerts applied (see
+readsync.alertKnobs).
+*/}}
+{{- define "readsync.tunedRules" -}}
+{{- $file := .Files.Get "files/readsync.rules.yaml" | fromYaml }}
+{{- $knobs := include "readsync.alertKnobs" . | fromYaml }}
+{{- range $g := $file.groups }}
+{{- range $r := $g.rules }}
+{{- $values := index $.Values.prometheusRule.alerts $r.alert | default dict }}
+{{- range $name, $text := index $knobs $r.alert | default dict }}
+{{- if not (hasKey $values $name) }}
+{{- fail (printf "prometheusRule.alerts.%s.%s: no value (the chart's values.yaml has its default)" $r.alert $name) }}
+{{- end }}
+{{- $v := index $values $name }}
+{{- if eq $name "for" }}
+{{- $_ := set $r "for" (toString $v) }}
+{{- else if hasPrefix "[" $text }}
+{{- $_ := set $r "expr" (replace $text (printf "[%s]" $v) $r.expr) }}
+{{- else if eq $name "jobPattern" }}
+{{- $_ := set $r "expr" (replace $text ($v | replace "\\" "\\\\" | replace "\"" "\\\"") $r.expr) }}
+{{- else if and (kindIs "float64" $v) (eq ($v | int64 | float64) $v) }}
+{{- $_ := set $r "expr" (replace $text (toString ($v | int64)) $r.expr) }}
+{{- else }}
+{{- $_ := set $r "expr" (replace $text (toString $v) $r.expr) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $file.groups | toYaml }}
+{{- end }}
