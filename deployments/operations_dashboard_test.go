@@ -203,7 +203,7 @@ func TestOperationsDashboardQueries(t *testing.T) {
 	}
 	doc, err := kyaml.Marshal(map[string]any{
 		"evaluation_interval": "1m",
-		"tests": []any{map[string]any{"interval": "1m", "input_series": input, "promql_expr_test": cases}},
+		"tests":               []any{map[string]any{"interval": "1m", "input_series": input, "promql_expr_test": cases}},
 	})
 	if err != nil {
 		t.Fatal(err)
