@@ -242,3 +242,37 @@ func TestStatusPageReadsOncePerInterval(t *testing.T) {
 		t.Errorf("reads of the failing names in system.query_log: %d, want 1", reads)
 	}
 }
+
+// A ClickHouse that refuses the DSN's password: the page says that it
+// does not answer and why, and the password appears nowhere on it.
+func TestStatusPageHidesTheDSNPassword(t *testing.T) {
+	t.Parallel()
+	const password = "status-page-dsn-password"
+	f, _ := statusFixture(t)
+	dsn, err := url.Parse(f.Env["READSYNC_CLICKHOUSE_DSN"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dsn.User = url.UserPassword("readsync_no_such_user", password)
+	f.Env["READSYNC_CLICKHOUSE_DSN"] = dsn.String()
+	f.Env["READSYNC_STATUS_INTERVAL"] = "1s"
+	f.Secrets = append(f.Secrets, password)
+	log, _ := f.startDaemon(t)
+	base := apptest.ListenerURL(t, log.String)
+	var st status.Status
+	apptest.Eventually(t, "the page saying why ClickHouse does not answer", func() bool {
+		var ok bool
+		st, _, ok = tryStatus(t, base)
+		return ok && st.ClickHouse.Reads > 0 && st.ClickHouse.Error != "not read yet"
+	}, log.String)
+	t.Logf("the page says: %s", st.ClickHouse.Error)
+	if st.ClickHouse.Answering || st.ClickHouse.Error == "" || st.ClickHouse.ReadAt != nil {
+		t.Errorf("clickhouse: %+v, want not answering, why, and nothing read", st.ClickHouse)
+	}
+	_, page := apptest.Get(t, base, "/")
+	_, body := apptest.Get(t, base, "/status.json")
+	if !strings.Contains(page, "ClickHouse does not answer") || !strings.Contains(page, "Nothing has been read from it since start") {
+		t.Errorf("GET / lacks the banner:\n%s", page)
+	}
+	f.NoSecrets(t, page+body)
+}
