@@ -128,9 +128,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	f.Env["READSYNC_STATUS_INTERVAL"] = "1s"
 	log, _ := f.startDaemon(t)
 	base := apptest.ListenerURL(t, log.String)
-	apptest.Eventually(t, "the two failing names on the page", func() bool {
+	apptest.Eventually(t, "the two failing names on the page, failing two passes in a row, and the last pass", func() bool {
 		st, _, _ := tryStatus(t, base)
-		return len(st.Failing.Names) == 2 && st.Reconcile.LastStepAt != nil
+		return len(st.Failing.Names) == 2 && st.Failing.Names[1].FailingPasses >= 2 && st.Reconcile.LastStepAt != nil &&
+			len(st.Schedules) == 1 && st.Schedules[0].LastPass != nil
 	}, log.String)
 
 	if err := chromedp.Do(b.ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("tr.failing-name"))); err != nil {

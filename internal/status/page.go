@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -120,7 +121,15 @@ func secs(s any) string {
 		}
 		return secs(*v)
 	case float64:
-		return (time.Duration(v * float64(time.Second))).Round(time.Second).String()
+		d := time.Duration(v * float64(time.Second)).Round(time.Second).String()
+		// 1h0m0s reads as 1h, 2m0s as 2m.
+		if strings.HasSuffix(d, "m0s") {
+			d = strings.TrimSuffix(d, "0s")
+		}
+		if strings.HasSuffix(d, "h0m") {
+			d = strings.TrimSuffix(d, "0m")
+		}
+		return d
 	}
 	return fmt.Sprint(s)
 }

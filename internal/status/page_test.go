@@ -59,3 +59,12 @@ func TestPageStarting(t *testing.T) {
 		}
 	}
 }
+
+// Durations read as an operator writes them.
+func TestSecs(t *testing.T) {
+	for in, want := range map[float64]string{3600: "1h", 120: "2m", 90: "1m30s", 5400: "1h30m", 3661: "1h1m1s", 0.4: "0s"} {
+		if got := secs(in); got != want {
+			t.Errorf("secs(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
