@@ -102,10 +102,11 @@ stop:
 	@scripts/cluster.sh stop
 
 ## tools: kustomize, helm, kube-score and staticcheck at their pinned versions (scripts/tools.sh),
-## and Debian's prometheus package (promtool, prometheus); installs only what is missing.
+## and Debian's prometheus package (promtool, prometheus) and chromium; installs only what is missing.
 tools:
 	@GO=$(GO) scripts/tools.sh ensure
 	@scripts/prometheus.sh ensure
+	@scripts/chromium.sh ensure
 
 fmt:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -131,15 +132,16 @@ lint: tools fmt vet
 # or pass on READSYNC_TEST_CLICKHOUSE_DSN and READSYNC_TEST_CLUSTER_DSNS.
 # The manifest tests render deployments/ with kustomize and helm and score
 # the chart with kube-score; the alert tests run Debian's promtool and
-# prometheus (package prometheus). They take each from PATH, where `make tools`
-# put it; the variables that require them (below) make a missing one a failure.
+# prometheus (package prometheus); the status page's browser test runs Debian's
+# chromium. They take each from PATH, where `make tools` put it; the variables
+# that require them (below) make a missing one a failure.
 CH_PACKAGES = $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/readsync\/(sink\/sinktest|internal\/apptest)/ {print $$1}')
 unit: tools
 	@old=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh ensure) || { echo "make test: no ClickHouse 18.16; see the message above" >&2; exit 1; }; \
 	cluster=$$(scripts/cluster.sh ensure) || { echo "make test: no ClickHouse cluster; see the message above" >&2; exit 1; }; \
 	current=$$(scripts/clickhouse.sh ensure) || { echo "make test: no current ClickHouse; see the message above" >&2; exit 1; }; \
 	old_lacks=$$(READSYNC_CLICKHOUSE_RELEASE=18.16 scripts/clickhouse.sh lacks); current_lacks=$$(scripts/clickhouse.sh lacks); \
-	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_TLS_SERVER=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1; \
+	export READSYNC_REQUIRE_CLICKHOUSE=1 READSYNC_REQUIRE_TLS_SERVER=1 READSYNC_REQUIRE_KUSTOMIZE=1 READSYNC_REQUIRE_HELM=1 READSYNC_REQUIRE_PROMETHEUS=1 READSYNC_REQUIRE_KUBESCORE=1 READSYNC_REQUIRE_CHROMIUM=1; \
 	if [ -z "$${READSYNC_TEST_CLICKHOUSE_DSN:-}" ]; then \
 		export READSYNC_TEST_CLICKHOUSE_READER=readsync_reader READSYNC_REQUIRE_CLICKHOUSE_READER=1; \
 	fi; \

@@ -253,32 +253,42 @@ func ruleGroups(t *testing.T) []monitoringv1.RuleGroup {
 	return file.Groups
 }
 
-// checkDashboard checks the dashboard ConfigMap: the repository's
-// dashboard, byte for byte, labelled and annotated for Grafana's sidecar.
+// checkDashboard checks the dashboard ConfigMaps: the repository's
+// dashboards, byte for byte, one a ConfigMap, labelled and annotated for
+// Grafana's sidecar.
 func checkDashboard(t *testing.T, m deploytest.Manifests) {
 	t.Helper()
-	want, err := os.ReadFile(dashboardFile)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var dashboards []*corev1.ConfigMap
 	for _, cm := range deploytest.All[corev1.ConfigMap](m) {
 		if cm.Labels["grafana_dashboard"] == "1" {
 			dashboards = append(dashboards, cm)
 		}
 	}
-	if len(dashboards) != 1 {
-		t.Fatalf("%s: %d ConfigMaps labelled grafana_dashboard: \"1\", want 1", m.What, len(dashboards))
+	files := []string{dashboardFile, operationsDashboardFile}
+	if len(dashboards) != len(files) {
+		t.Fatalf("%s: %d ConfigMaps labelled grafana_dashboard: \"1\", want %d", m.What, len(dashboards), len(files))
 	}
-	cm := dashboards[0]
-	if got := cm.Data["readsync.json"]; got != string(want) {
-		t.Errorf("ConfigMap %s: readsync.json is not %s byte for byte (%d bytes, want %d)", cm.Name, dashboardFile, len(got), len(want))
-	}
-	if !json.Valid([]byte(cm.Data["readsync.json"])) {
-		t.Errorf("ConfigMap %s: readsync.json is not JSON", cm.Name)
-	}
-	if cm.Annotations["grafana_folder"] != "readsync" || cm.Namespace != "grafana" {
-		t.Errorf("ConfigMap %s in namespace %q, annotations %v: want grafanaDashboard.namespace and .folder", cm.Name, cm.Namespace, cm.Annotations)
+	for _, file := range files {
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := filepath.Base(file)
+		i := slices.IndexFunc(dashboards, func(cm *corev1.ConfigMap) bool { _, ok := cm.Data[key]; return ok })
+		if i < 0 {
+			t.Errorf("%s: no dashboard ConfigMap holds %s", m.What, key)
+			continue
+		}
+		cm := dashboards[i]
+		if got := cm.Data[key]; got != string(want) || len(cm.Data) != 1 {
+			t.Errorf("ConfigMap %s: %s is not %s byte for byte (%d bytes, want %d), or not alone", cm.Name, key, file, len(got), len(want))
+		}
+		if !json.Valid([]byte(cm.Data[key])) {
+			t.Errorf("ConfigMap %s: %s is not JSON", cm.Name, key)
+		}
+		if cm.Annotations["grafana_folder"] != "readsync" || cm.Namespace != "grafana" {
+			t.Errorf("ConfigMap %s in namespace %q, annotations %v: want grafanaDashboard.namespace and .folder", cm.Name, cm.Namespace, cm.Annotations)
+		}
 	}
 }
 

@@ -47,15 +47,17 @@ const (
 
 var (
 	// rangeSelector finds the durations of an expression: range
-	// selectors and subqueries.
-	rangeSelector = regexp.MustCompile(`\[([^\]]*)\]`)
-	// anHour is how the rules write an hour in seconds, as time() counts.
-	anHour = regexp.MustCompile(`\b3600\b`)
+	// selectors and subqueries, which start with a number and its unit
+	// (a character class of a regular expression, [0-9], does not).
+	rangeSelector = regexp.MustCompile(`\[([0-9]+[a-z][^\]]*)\]`)
+	// wholeNumber finds the numbers of an expression: those that are
+	// whole hours are durations in seconds, as time() counts.
+	wholeNumber = regexp.MustCompile(`\b[0-9]+\b`)
 )
 
 // scaledRules returns the rules with every duration divided by factor: the
-// range selectors and the for of each rule, and the hours the expressions
-// write in seconds (3600). It is a mechanical rewrite, so that the rules
+// range selectors and the for of each rule, and the whole hours the
+// expressions write in seconds (3600, 7200). It is a mechanical rewrite, so that the rules
 // Prometheus runs are the shipped ones on a faster clock; it fails on a
 // duration it cannot scale exactly, or on a subquery.
 func scaledRules(spec monitoringv1.PrometheusRuleSpec, factor int64) (monitoringv1.PrometheusRuleSpec, error) {
@@ -94,7 +96,13 @@ func scaledRules(spec monitoringv1.PrometheusRuleSpec, factor int64) (monitoring
 			if 3600%factor != 0 {
 				return out, fmt.Errorf("%s: an hour divided by %d is not a whole number of seconds", r.Alert, factor)
 			}
-			expr = anHour.ReplaceAllString(expr, strconv.FormatInt(3600/factor, 10))
+			expr = wholeNumber.ReplaceAllStringFunc(expr, func(n string) string {
+				v, err := strconv.ParseInt(n, 10, 64)
+				if err != nil || v == 0 || v%3600 != 0 {
+					return n
+				}
+				return strconv.FormatInt(v/factor, 10)
+			})
 			r.Expr.StrVal = expr
 		}
 	}
@@ -111,12 +119,12 @@ func TestScaledRules(t *testing.T) {
 		}
 		return monitoringv1.PrometheusRuleSpec{Groups: []monitoringv1.RuleGroup{{Name: "g", Rules: []monitoringv1.Rule{r}}}}
 	}
-	got, err := scaledRules(rule(`increase(x[3h]) > 0 unless time() - y > 2 * 3600 and deriv(z{a="[1h]"}[30m]) > 0`, "10m"), 1200)
+	got, err := scaledRules(rule(`increase(x[3h]) > 0 unless time() - y > 2 * 3600 and time() - w > 7200 and deriv(z{a="[1h]"}[30m]) > 0.3`, "10m"), 1200)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := got.Groups[0].Rules[0]
-	if want := `increase(x[9s]) > 0 unless time() - y > 2 * 3 and deriv(z{a="[3s]"}[1s500ms]) > 0`; r.Expr.String() != want || *r.For != "500ms" {
+	if want := `increase(x[9s]) > 0 unless time() - y > 2 * 3 and time() - w > 6 and deriv(z{a="[3s]"}[1s500ms]) > 0.3`; r.Expr.String() != want || *r.For != "500ms" {
 		t.Errorf("scaled: %q for %s, want %q for 500ms", r.Expr.String(), *r.For, want)
 	}
 	for _, bad := range []monitoringv1.PrometheusRuleSpec{rule("x[1h:5m]", ""), rule("x", "1ms"), rule("x[1s]", "")} {

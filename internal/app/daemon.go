@@ -16,6 +16,7 @@ import (
 	"github.com/readsync/readsync/internal/metrics"
 	"github.com/readsync/readsync/internal/schedule"
 	"github.com/readsync/readsync/internal/shard"
+	"github.com/readsync/readsync/internal/status"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
@@ -46,7 +47,8 @@ func (a *app) daemon(ctx context.Context) int {
 	// throughout shutdown, readiness once ClickHouse is migrated and
 	// answering, and no longer once shutdown begins.
 	probes := &health.Probes{}
-	hs := health.Serve(ln, probes, a.metrics.Registry(), a.log)
+	page := status.NewPage()
+	hs := health.Serve(ln, probes, a.metrics.Registry(), a.log, page)
 
 	st, err := a.openStores(ctx)
 	if err != nil {
@@ -63,7 +65,9 @@ func (a *app) daemon(ctx context.Context) int {
 	}()
 	a.quarantineWaits(st.spool)
 	probes.SetReady(a.readiness(st))
-	a.runSchedules(ctx, st, schedules, sh, probes)
+	board := a.statusBoard(schedules, st.ch, st.spool)
+	page.Show(board)
+	a.runSchedules(ctx, st, schedules, sh, probes, board)
 	return ExitOK
 }
 
@@ -87,7 +91,7 @@ func (a *app) startingShare(ctx context.Context) (shard.Share, error) {
 // runSchedules runs the schedules' passes and the background loops until
 // ctx is cancelled, then stops them: the scheduling at once, with readiness,
 // and a running pass once it finishes or the shutdown grace ends.
-func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Schedule, sh shard.Share, probes *health.Probes) {
+func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Schedule, sh shard.Share, probes *health.Probes, board *status.Board) {
 	syncer := a.syncer(st.ch, st.spool)
 	resolver := sync.NewResolver(st.ch)
 	// Passes run on a context of their own: SIGTERM stops the scheduling at
@@ -100,16 +104,18 @@ func (a *app) runSchedules(ctx context.Context, st stores, schedules []sync.Sche
 	// down (a process killed between a write and its refresh, rows written
 	// by another) and then with each pass's writes; the move of a
 	// database of an earlier release onto this one's sort key; the
-	// reading of the failing names into the metrics; and the expiry of
-	// what is older than its retention. None holds a pass.
+	// reading of the failing names into the metrics; the expiry of
+	// what is older than its retention; and the status page's reads of
+	// ClickHouse. None holds a pass.
 	var background gosync.WaitGroup
 	background.Go(func() { a.flushLoop(ctx, st) })
-	reconciler := a.reconcileLoop(st.ch)
+	reconciler := a.reconcileLoop(st.ch, board)
 	background.Go(func() { reconciler.Run(ctx) })
 	background.Go(func() { a.resortLoop(ctx, st.ch) })
 	health, readHealth := a.nameHealthLoop(st.ch)
 	background.Go(func() { health.Run(ctx, readHealth) })
 	background.Go(func() { a.expiryLoop(ctx, st.ch) })
+	background.Go(func() { board.Loop().Run(ctx, board.Refresh) })
 
 	// Every tick is accounted for in sync_runs: those nobody ran while
 	// readsync was down are recorded before the first new one.
@@ -270,7 +276,7 @@ func (a *app) cronPass(ctx context.Context, syncer *sync.Syncer, resolver *sync.
 // most derived.DefaultStepChanges changes, each with a budget of its own,
 // run once ClickHouse is migrated, as this process, whose steps other
 // daemons then leave to it.
-func (a *app) reconcileLoop(ch *clickhouse.ClickHouse) *derived.Loop {
+func (a *app) reconcileLoop(ch *clickhouse.ClickHouse, board *status.Board) *derived.Loop {
 	return derived.NewLoop(derived.LoopConfig{
 		Steps:       ch,
 		Ready:       ch.Migrated,
@@ -281,7 +287,10 @@ func (a *app) reconcileLoop(ch *clickhouse.ClickHouse) *derived.Loop {
 		StepTimeout: reconcileStepTimeout,
 		Grace:       a.cfg.ShutdownGrace,
 		Log:         a.log,
-		Observe:     a.metrics.ObserveReconcileStep,
+		Observe: func(rep derived.StepReport, d time.Duration, err error) {
+			a.metrics.ObserveReconcileStep(rep, d, err)
+			board.ObserveReconcile(rep, d, err)
+		},
 	})
 }
 

@@ -83,7 +83,10 @@ type Env struct {
 	NamesNotReadPasses int `env:"READSYNC_NAMES_NOT_READ_PASSES, default=3" help:"passes in a row a name must have failed for readsync_names_not_read to count it (the alert ReadsyncNamesNotRead), 1 to 100000"`
 
 	Shard    string `env:"READSYNC_SHARD" help:"i/n: handle only the scheduled names whose hash mod n is i (i may be a pod name ending in -i); <pod>/statefulset: n is the pod's StatefulSet's replicas, read before each pass; unset: all"`
-	HTTPAddr string `env:"READSYNC_HTTP_ADDR, default=:9090" help:"the daemon's listener for /healthz, /readyz and /metrics"`
+	HTTPAddr string `env:"READSYNC_HTTP_ADDR, default=:9090" help:"the daemon's listener for the status page (/ and /status.json), /healthz, /readyz and /metrics"`
+	// StatusInterval paces the status page's reads of ClickHouse, which
+	// do not follow its viewers.
+	StatusInterval time.Duration `env:"READSYNC_STATUS_INTERVAL, default=1m" help:"how often the status page reads ClickHouse, whatever the number of viewers"`
 
 	// Read only with READSYNC_SHARD=<pod>/statefulset: how an in-cluster
 	// client finds and authenticates to the API server.
@@ -343,6 +346,7 @@ func (c *Config) checkRanges(p *problems, decoded map[string]bool) {
 	check("READSYNC_SPOOL_MAX_BYTES", func() bool { return c.SpoolMaxBytes >= 1 }, "a positive size such as 1GiB")
 	check("READSYNC_SPOOL_FLUSH_INTERVAL", func() bool { return c.SpoolFlushInterval > 0 }, "a positive Go duration such as 30s")
 	check("READSYNC_SHUTDOWN_GRACE", func() bool { return c.ShutdownGrace >= 0 }, "a Go duration of 0 or more, such as 30s")
+	check("READSYNC_STATUS_INTERVAL", func() bool { return c.StatusInterval >= time.Second }, "a Go duration of at least 1s such as 1m")
 	check("READSYNC_NAMES_NOT_READ_PASSES", func() bool { return c.NamesNotReadPasses >= 1 && c.NamesNotReadPasses <= 100000 },
 		"a whole number from 1 to 100000, such as 3")
 }

@@ -1,6 +1,6 @@
 // Package health serves a daemon's health endpoints and its metrics:
 // /healthz (liveness), /readyz (readiness) and /metrics, on a listener of
-// their own.
+// their own, with the pages the daemon adds (its status page).
 package health
 
 import (
@@ -55,15 +55,24 @@ func (h *Server) Stop() {
 	<-h.done
 }
 
-// Serve serves /healthz, /readyz (as p says) and /metrics (the series of
-// reg) on ln until Stop; log receives the address and a failure to serve.
-func Serve(ln net.Listener, p *Probes, reg *prometheus.Registry, log *slog.Logger) *Server {
+// Pages adds routes of its own to the listener's, such as a status page.
+type Pages interface {
+	Register(mux *http.ServeMux)
+}
+
+// Serve serves /healthz, /readyz (as p says), /metrics (the series of
+// reg) and the routes of pages on ln until Stop; log receives the address
+// and a failure to serve.
+func Serve(ln net.Listener, p *Probes, reg *prometheus.Registry, log *slog.Logger, pages ...Pages) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", p.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	for _, pg := range pages {
+		pg.Register(mux)
+	}
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,

@@ -1,6 +1,6 @@
 // Package manifests generates the files of deployments/ that repeat a file
 // kept elsewhere in the repository. kustomize reads no file outside its
-// directory and helm none outside its chart, so the alerts, the dashboard
+// directory and helm none outside its chart, so the alerts, the dashboards
 // and the example schedules each need a copy inside them; those copies are
 // made from their sources, never edited. `make manifests` (scripts/manifests)
 // writes them, and a test of package deployments fails when a file in the
@@ -22,9 +22,10 @@ import (
 
 // The sources, by their path from the repository's root.
 const (
-	rulesSource     = "deployments/prometheus/readsync.rules.yaml"
-	dashboardSource = "deployments/grafana/readsync.json"
-	schedulesSource = "schedules.yaml"
+	rulesSource      = "deployments/prometheus/readsync.rules.yaml"
+	dashboardSource  = "deployments/grafana/readsync.json"
+	operationsSource = "deployments/grafana/readsync-operations.json"
+	schedulesSource  = "schedules.yaml"
 )
 
 // prometheusRuleHead is what the PrometheusRule of deployments/k8s-monitoring
@@ -58,6 +59,7 @@ type rule struct {
 func rules() []rule {
 	return []rule{
 		{"deployments/helm/readsync/files/readsync.json", dashboardSource, sameJSON},
+		{"deployments/helm/readsync/files/readsync-operations.json", operationsSource, sameJSON},
 		{"deployments/helm/readsync/files/readsync.rules.yaml", rulesSource, markedCopy},
 		{"deployments/helm/readsync/files/schedules.yaml", schedulesSource, markedCopy},
 		{"deployments/k8s/schedules.yaml", schedulesSource, markedCopy},

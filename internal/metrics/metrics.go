@@ -51,6 +51,7 @@ type Metrics struct {
 	// shards is the count of readsync_shards, exported under its
 	// deprecated name too (see New).
 	shards            atomic.Uint32
+	share             atomic.Pointer[shard.Share]
 	shardReadFailures prometheus.Counter
 
 	reconciles         *prometheus.CounterVec
@@ -345,6 +346,16 @@ func (m *Metrics) ObserveSpool(sp *spool.Spool) {
 func (m *Metrics) ObserveShare(s shard.Share) {
 	m.shardIndex.Set(float64(s.Index))
 	m.shards.Store(s.Count)
+	m.share.Store(&s)
+}
+
+// Share is the share the process's last pass took (ObserveShare), every
+// name before the first.
+func (m *Metrics) Share() shard.Share {
+	if s := m.share.Load(); s != nil {
+		return *s
+	}
+	return shard.All()
 }
 
 // ObserveReconcile records the steps of a one-off command's reconcile;

@@ -164,6 +164,7 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 
 	queries := []struct{ what, sql string }{
 		{"the panel, All (failing names, most passes first)", "SELECT schedule, nft, failing_passes, last_error_kind, last_http_status, last_error, last_failure_at, last_success_at FROM `" + o.database + "`.name_health WHERE failing_passes > 0 ORDER BY failing_passes DESC, schedule, nft LIMIT 1000" + pushDown},
+		{"the status page's first 100 (GET /status.json)", "SELECT schedule, nft, last_success_at, last_failure_at, last_error_kind, last_error, last_http_status, failures_24h, failing_passes FROM `" + o.database + "`.name_health WHERE failing_passes > 0 ORDER BY failing_passes DESC, schedule, nft LIMIT 100" + pushDown},
 		{"the daemon's counts (readsync_names_*)", "SELECT schedule, count(), countIf(failing_passes >= 3), max(failing_passes) FROM `" + o.database + "`.name_health WHERE failing_passes > 0 GROUP BY schedule" + pushDown},
 		{"one name", "SELECT * FROM `" + o.database + "`.name_health WHERE nft = 'name-100.eth'" + pushDown},
 	}

@@ -36,7 +36,8 @@ func (c *ClickHouse) MigrateErr() error {
 // SchemaVersion reads which migrations the database has had and which are
 // pending. It changes nothing.
 func (c *ClickHouse) SchemaVersion(ctx context.Context) (migrate.Version, error) {
-	return migrate.ReadVersion(ctx, c.conn)
+	v, err := migrate.ReadVersion(ctx, c.conn)
+	return v, c.conn.Redact(err)
 }
 
 // TryMigrations finds out, without touching the database, whether this

@@ -43,24 +43,43 @@ func (c *ClickHouse) FailingNames(ctx context.Context, schedule *string, each fu
 		return fmt.Errorf("database %q is at schema version %d, with migrations pending (%s): apply them first (readsync --migrate)",
 			c.Database(), v.Applied, strings.Join(v.Pending, ", "))
 	}
-	where := "failing_passes > 0"
-	if schedule != nil {
-		where += " AND schedule = " + chconn.QuoteString(*schedule)
-	}
-	q := fmt.Sprintf(`SELECT schedule, nft, last_success_at, last_failure_at, last_error_kind, last_error, last_http_status, failures_24h, failing_passes
-FROM %s WHERE %s ORDER BY failing_passes DESC, schedule, nft%s`, c.conn.Names().Table(schema.NameHealthView), where, pushDown)
-	err = chconn.QueryEach(ctx, c.conn, q, func(rows driver.Rows) error {
-		var h NameHealth
-		if err := rows.Scan(&h.Schedule, &h.NFT, &h.LastSuccessAt, &h.LastFailureAt, &h.LastErrorKind, &h.LastError, &h.LastHTTPStatus, &h.Failures24h, &h.FailingPasses); err != nil {
+	err = chconn.QueryEach(ctx, c.conn, failingNamesQuery(c.conn.Names(), schedule, 0), func(rows driver.Rows) error {
+		h, err := scanNameHealth(rows)
+		if err != nil {
 			return err
 		}
-		h.LastSuccessAt, h.LastFailureAt = h.LastSuccessAt.UTC(), h.LastFailureAt.UTC()
 		return each(h)
 	})
 	if err != nil {
 		return c.conn.Redact(fmt.Errorf("read %s: %w", schema.NameHealthView, err))
 	}
 	return nil
+}
+
+// failingNamesQuery selects the rows of name_health whose names are
+// failing, of the schedule when it is set, those failing the most passes
+// in a row first; at most limit of them unless it is 0.
+func failingNamesQuery(n chconn.Names, schedule *string, limit int) string {
+	where := "failing_passes > 0"
+	if schedule != nil {
+		where += " AND schedule = " + chconn.QuoteString(*schedule)
+	}
+	lim := ""
+	if limit > 0 {
+		lim = fmt.Sprintf(" LIMIT %d", limit)
+	}
+	return fmt.Sprintf(`SELECT schedule, nft, last_success_at, last_failure_at, last_error_kind, last_error, last_http_status, failures_24h, failing_passes
+FROM %s WHERE %s ORDER BY failing_passes DESC, schedule, nft%s%s`, n.Table(schema.NameHealthView), where, lim, pushDown)
+}
+
+// scanNameHealth reads a row of failingNamesQuery.
+func scanNameHealth(rows driver.Rows) (NameHealth, error) {
+	var h NameHealth
+	if err := rows.Scan(&h.Schedule, &h.NFT, &h.LastSuccessAt, &h.LastFailureAt, &h.LastErrorKind, &h.LastError, &h.LastHTTPStatus, &h.Failures24h, &h.FailingPasses); err != nil {
+		return h, err
+	}
+	h.LastSuccessAt, h.LastFailureAt = h.LastSuccessAt.UTC(), h.LastFailureAt.UTC()
+	return h, nil
 }
 
 // pushDown has 18.16 push a query's WHERE into the view, whose half of

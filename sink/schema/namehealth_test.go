@@ -298,7 +298,8 @@ func TestNameHealthReadsNoMonthsOfSuccesses(t *testing.T) {
 // nameHealthReads stores days of daily successes of 5 000 names, merged,
 // and the last two hours of failures of 1% of them a minute, and returns
 // what the server read for the daemon's counts of the failing names and
-// for the panel of the failing names, by statement.
+// for the panel of the failing names and the status page's first of them,
+// by statement.
 func nameHealthReads(t *testing.T, days int) map[string]uint64 {
 	t.Helper()
 	const names, every = 5000, 100
@@ -347,6 +348,14 @@ FROM numbers(120)`, db.Table("sync_runs"), now, now, now),
 	}
 	if n != names/every {
 		t.Errorf("with %d days of successes: %d failing names listed, want %d", days, n, names/every)
+	}
+	// The status page's first ones.
+	top, err := ch.TopFailingNames(ctx, names/every/2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top) != names/every/2 || top[0].FailingPasses < top[len(top)-1].FailingPasses {
+		t.Errorf("with %d days of successes: the first %d failing names: %d, want %d, most passes in a row first", days, names/every/2, len(top), names/every/2)
 	}
 	stmts := costs.Take()
 	costs.Read(t, db.Conn, stmts)

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -456,4 +457,20 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Oldest returns when the oldest entry waiting in the spool was written,
+// and false when none waits. It lists the directory: a caller that asks
+// often keeps the answer for a while.
+func (s *Spool) Oldest() (time.Time, bool, error) {
+	names, err := entries(s.dir)
+	if err != nil || len(names) == 0 {
+		return time.Time{}, false, err
+	}
+	stamp, _, _ := strings.Cut(names[0], "-")
+	ns, err := strconv.ParseInt(stamp, 10, 64)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("spool entry %s: name does not start with its time in nanoseconds: %w", names[0], err)
+	}
+	return time.Unix(0, ns).UTC(), true, nil
 }

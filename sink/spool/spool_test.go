@@ -376,3 +376,28 @@ func listing(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// Oldest says when the oldest waiting entry was written, and that none
+// waits in an empty spool.
+func TestOldest(t *testing.T) {
+	s, err := spool.Open(t.TempDir(), 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, ok, err := s.Oldest(); ok || err != nil {
+		t.Fatalf("empty spool: oldest %t, %v; want none", ok, err)
+	}
+	before := time.Now()
+	if err := s.PutRun(sink.Run{RunID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	between := time.Now()
+	if err := s.PutRun(sink.Run{RunID: "second"}); err != nil {
+		t.Fatal(err)
+	}
+	at, ok, err := s.Oldest()
+	if err != nil || !ok || at.Before(before) || at.After(between) {
+		t.Errorf("oldest %v (%t, %v), want the first entry's time, between %v and %v", at, ok, err, before, between)
+	}
+}

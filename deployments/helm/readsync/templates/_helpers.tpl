@@ -157,3 +157,110 @@ metricRelabelings:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/*
+Where each value of prometheusRule.alerts goes in its alert of
+files/readsync.rules.yaml. expr is the text of the alert's expression the
+value replaces, every occurrence of it (a window in brackets, a number, a
+pattern); a knob without expr sets the alert's for. words are the phrases
+of its summary and description that name the default, each replaced by
+the value (a duration, seconds as one, a ratio as a percentage) when the
+value changes the rule. With the defaults of values.yaml the rule file
+comes back unchanged, which the chart's tests check, as they check that
+each value changes its alert.
+*/}}
+{{- define "readsync.alertKnobs" -}}
+ReadsyncNoSuccessfulPass:
+  afterSeconds: {expr: "7200", words: ["two hours"]}
+ReadsyncPassesPartial:
+  window: {expr: "[3h]", words: ["three hours"]}
+ReadsyncNamesFailing:
+  window: {expr: "[1h]", words: ["the last hour"], as: "the last %s"}
+ReadsyncNothingDelivered:
+  afterSeconds: {expr: "7200", words: ["two hours"]}
+ReadsyncClickHouseRefuses:
+  for: {}
+ReadsyncSpoolGrowing:
+  window: {expr: "[30m]"}
+ReadsyncSpoolRefusing:
+  window: {expr: "[10m]", words: ["ten minutes"]}
+ReadsyncUpstreamDown:
+  for: {words: ["half an hour"]}
+ReadsyncUpstreamDegraded:
+  failedRatio: {expr: "0.3", words: ["a third", "30%"]}
+  window: {expr: "[15m]", words: ["fifteen minutes"]}
+ReadsyncShardCountsDisagree:
+  for: {words: ["half an hour"]}
+ReadsyncShardsMissing:
+  for: {words: ["half an hour"]}
+ReadsyncReconcileBehind:
+  lagSeconds: {expr: "1800", words: ["half an hour"]}
+  for: {}
+ReadsyncNamesUnresolved:
+  afterSeconds: {expr: "3600", words: ["an hour"]}
+ReadsyncNamesNotRead:
+  for: {}
+ReadsyncExpiryBehind:
+  marginSeconds: {expr: "2764800", words: ["a month and a day"]}
+  for: {}
+ReadsyncVerifyFailed:
+  jobPattern: {expr: ".*readsync-verify-[0-9]+"}
+ReadsyncHistoryOutgrowsDisk:
+  budgetBytes: {expr: "107374182400"}
+  for: {}
+{{- end }}
+
+{{/*
+The rule file's groups with prometheusRule.alerts applied (see
+readsync.alertKnobs).
+*/}}
+{{- define "readsync.tunedRules" -}}
+{{- $file := .Files.Get "files/readsync.rules.yaml" | fromYaml }}
+{{- $knobs := include "readsync.alertKnobs" . | fromYaml }}
+{{- range $g := $file.groups }}
+{{- range $r := $g.rules }}
+{{- $values := index $.Values.prometheusRule.alerts $r.alert | default dict }}
+{{- range $name, $k := index $knobs $r.alert | default dict }}
+{{- if not (hasKey $values $name) }}
+{{- fail (printf "prometheusRule.alerts.%s.%s: no value (the chart's values.yaml has its default)" $r.alert $name) }}
+{{- end }}
+{{- $v := index $values $name }}
+{{- $human := toString $v }}
+{{- $changed := false }}
+{{- if eq $name "for" }}
+{{- $changed = ne (toString $v) (toString $r.for) }}
+{{- $_ := set $r "for" (toString $v) }}
+{{- else }}
+{{- $text := $k.expr | default (printf "the %s of %s" $name $r.alert) }}
+{{- $new := toString $v }}
+{{- if hasPrefix "[" $text }}
+{{- $new = printf "[%s]" $v }}
+{{- else if eq $name "jobPattern" }}
+{{- $new = $v | replace "\\" "\\\\" | replace "\"" "\\\"" }}
+{{- else if and (kindIs "float64" $v) (eq ($v | int64 | float64) $v) }}
+{{- $new = toString ($v | int64) }}
+{{- end }}
+{{- if hasSuffix "Seconds" $name }}
+{{- $human = duration ($v | int64) | trimSuffix "0s" | trimSuffix "0m" }}
+{{- else if eq $name "failedRatio" }}
+{{- $human = printf "%v%%" (mulf $v 100) }}
+{{- end }}
+{{- if not (contains $text $r.expr) }}
+{{- fail (printf "prometheusRule.alerts.%s.%s: the rule file's expression no longer holds %q, which the value replaces (templates/_helpers.tpl)" $r.alert $name $text) }}
+{{- end }}
+{{- $changed = ne $new $text }}
+{{- $_ := set $r "expr" (replace $text $new $r.expr) }}
+{{- end }}
+{{- if $changed }}
+{{- $as := $k.as | default "%s" }}
+{{- range $phrase := $k.words | default list }}
+{{- range $field := list "summary" "description" }}
+{{- $_ := set $r.annotations $field (replace $phrase (printf $as $human) (index $r.annotations $field)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $file.groups | toYaml }}
+{{- end }}
