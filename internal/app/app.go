@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -31,14 +30,6 @@ import (
 	"github.com/readsync/readsync/sink/spool"
 	"github.com/readsync/readsync/sync"
 )
-
-// Build says which build is running: --version prints it, the
-// readsync_build_info metric carries it, and the upstream and the API
-// server see Version in the User-Agent.
-type Build struct {
-	Version string // the release, or "dev" for a build that was not stamped
-	Commit  string // the commit built, or "unknown"
-}
 
 // Exit codes; they are a contract with schedulers and scripts.
 const (
@@ -61,7 +52,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 		return ExitConfig
 	}
 	if f.version {
-		fmt.Fprintf(stdout, "readsync %s (commit %s, %s)\n", build.Version, build.Commit, runtime.Version())
+		fmt.Fprintln(stdout, build)
 		return ExitOK
 	}
 	cfg, err := config.Load(ctx, lookup, !f.dryRun || f.expire)
