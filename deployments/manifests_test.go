@@ -401,7 +401,7 @@ func checkPod(t *testing.T, m deploytest.Manifests, what string, p deploytest.Po
 	c := &pod.Containers[0]
 	checkVariables(t, m, what, p, c, secret)
 	env := deploytest.PodEnv(t, m, what, p, secret.Lookup(deploytest.Credentials))
-	cfg, err := config.Load(context.Background(), config.Environ(env), true)
+	cfg, err := config.Load(context.Background(), config.Environ(env), config.Needs{API: true, DSN: true})
 	if err != nil {
 		t.Fatalf("%s: readsync rejects the manifests' configuration: %v", what, err)
 	}

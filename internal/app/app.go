@@ -43,19 +43,22 @@ const (
 // the process's context, arguments, environment and streams. When lookup
 // is an Environ, READSYNC_ variables readsync does not read are reported.
 func Run(ctx context.Context, build Build, args []string, lookup envconfig.Lookuper, stdout, stderr io.Writer) int {
-	f, err := parseFlags(args, stderr)
+	f, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout)
 		return ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "readsync: %v\n", err)
+		// One line: the problem, and where the rest is.
+		fmt.Fprintf(stderr, "readsync: %v; run readsync --help\n", err)
 		return ExitConfig
 	}
 	if f.version {
 		fmt.Fprintln(stdout, build)
 		return ExitOK
 	}
-	cfg, err := config.Load(ctx, lookup, !f.dryRun || f.expire)
+	needs := f.needs()
+	cfg, err := config.Load(ctx, lookup, needs)
 	if err != nil {
 		// One line per problem, each complete on its own.
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -74,7 +77,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 		log.Warn("READSYNC_API_BASE_URL is plain http to a host that is not loopback: the client secret crosses the network unencrypted; use https",
 			"url", cfg.APIBaseURL)
 	}
-	a, err := newApp(build, cfg, log, stdout, stderr)
+	a, err := newApp(build, cfg, needs, log, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "readsync: configuration: %v\n", err)
 		return ExitConfig
@@ -100,7 +103,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 }
 
 // app holds what every mode shares: configuration, the logger and the one
-// API client of the process.
+// API client of the process (nil in a mode that reads only ClickHouse).
 type app struct {
 	build   Build
 	cfg     *config.Config
@@ -113,17 +116,21 @@ type app struct {
 	stderr io.Writer
 }
 
-func newApp(build Build, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
-	m := metrics.New(build.Version, build.Commit)
-	shares, err := newShareSource(build, cfg, log, m)
-	if err != nil {
+// newApp wires what the mode needs: the API client and the shares only
+// for a mode that calls the API (needs.API).
+func newApp(build Build, cfg *config.Config, needs config.Needs, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
+	a := &app{build: build, cfg: cfg, log: log, metrics: metrics.New(build.Version, build.Commit), stdout: stdout, stderr: stderr}
+	if !needs.API {
+		return a, nil
+	}
+	var err error
+	if a.shares, err = newShareSource(build, cfg, log, a.metrics); err != nil {
 		return nil, err
 	}
-	api, err := newAPIClient(build, cfg, log, m.ObserveRequest)
-	if err != nil {
+	if a.api, err = newAPIClient(build, cfg, log, a.metrics.ObserveRequest); err != nil {
 		return nil, err
 	}
-	return &app{build: build, cfg: cfg, log: log, api: api, metrics: m, shares: shares, stdout: stdout, stderr: stderr}, nil
+	return a, nil
 }
 
 // configFailed reports configuration the mode found unusable once it
