@@ -208,7 +208,11 @@ func (a *app) openUnmigrated(ctx context.Context) (stores, error) {
 	if st := sp.Stats(); st.Entries > 0 || st.Quarantined > 0 {
 		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes, "quarantined", st.Quarantined)
 	}
-	ch, err := a.openClickHouse(ctx)
+	var opts []clickhouse.Option
+	if a.cfg.Migrations == config.MigrationsWait {
+		opts = append(opts, clickhouse.WithSchemaFromElsewhere())
+	}
+	ch, err := a.openClickHouse(ctx, opts...)
 	if err != nil {
 		sp.Close()
 		return stores{}, fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err)
@@ -219,13 +223,19 @@ func (a *app) openUnmigrated(ctx context.Context) (stores, error) {
 }
 
 // applyMigrations applies pending migrations, and says what stands in the way when
-// it cannot: a server that does not answer, or one that refuses. Either
-// way rows go to the spool until a later attempt succeeds.
+// it cannot: a server that does not answer, or one that refuses, or with
+// READSYNC_MIGRATIONS=wait migrations another process has not applied yet.
+// Either way rows go to the spool until a later attempt succeeds.
 func (a *app) applyMigrations(ctx context.Context, ch *clickhouse.ClickHouse) bool {
 	err := ch.Migrate(ctx)
 	a.metrics.ObserveDelivery(err)
 	if err == nil {
 		return true
+	}
+	if behind := (*clickhouse.SchemaBehindError)(nil); errors.As(err, &behind) {
+		a.log.Info("waiting for the schema: readsync --migrate applies the migrations (READSYNC_MIGRATIONS=wait); rows will be spooled until then",
+			"applied", behind.Applied, "latest", behind.Latest, "pending", strings.Join(behind.Pending, ", "))
+		return false
 	}
 	if fix, refused := sink.Refused(err); refused {
 		a.log.Error("ClickHouse refused a migration; rows will be spooled until that is fixed", "err", err, "fix", fix)

@@ -66,6 +66,8 @@ type Env struct {
 	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT (a batch is also written once its rows hold 8 MiB)"`
 	BatchTimeout   time.Duration `env:"READSYNC_BATCH_TIMEOUT, default=30s" help:"longest wait of fetched rows before an INSERT, however slowly a batch fills; a pass cut off loses no more"`
 
+	Migrations string `env:"READSYNC_MIGRATIONS, default=apply" help:"apply: the daemon, --backfill and --flush-spool apply pending migrations themselves; wait: they leave them to readsync --migrate (the chart's hook Job) and spool rows until the schema is current"`
+
 	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER" help:"cluster of the server's remote_servers to create replicated, sharded tables on; unset: one server"`
 	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH" help:"ZooKeeper path of the replicated tables in cluster mode; unset: /clickhouse/tables/{shard}/{database}/{table}"`
 
@@ -400,6 +402,8 @@ func (c *Config) parseShard(p *problems, decoded map[string]bool) {
 func (c *Config) parseLogAndZone(p *problems, decoded map[string]bool) {
 	p.check(decoded, "READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.Env.LogLevel)) == nil },
 		"one of debug, info, warn or error")
+	p.check(decoded, "READSYNC_MIGRATIONS", func() bool { return c.Migrations == MigrationsApply || c.Migrations == MigrationsWait },
+		"apply or wait")
 	p.check(decoded, "READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },
 		"text or json, or unset")
 	p.check(decoded, "READSYNC_SOURCE_TIMEZONE", func() bool {
@@ -439,6 +443,14 @@ func (c *Config) parseDSN(p *problems, needs Needs) {
 	}
 	c.DSN = dsn
 }
+
+// The values of READSYNC_MIGRATIONS.
+const (
+	// MigrationsApply: a process that writes applies pending migrations.
+	MigrationsApply = "apply"
+	// MigrationsWait: it waits for another process to apply them.
+	MigrationsWait = "wait"
+)
 
 // shardForm is what READSYNC_SHARD looks like.
 const shardForm = "i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; " +
