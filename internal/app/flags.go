@@ -115,7 +115,8 @@ func (s snapshotFlag) Set(v string) error {
 
 const usageText = `Usage: readsync [flags]
 
-With no flag, readsync runs as a daemon: it migrates ClickHouse and runs every
+With no flag, readsync runs as a daemon: it migrates ClickHouse (or, with
+READSYNC_MIGRATIONS=wait, waits for readsync --migrate to) and runs every
 schedule of the schedules file on its cron until SIGTERM or SIGINT.
 --migrate, --verify, --failing-names and --expire read only ClickHouse: they
 need READSYNC_CLICKHOUSE_DSN and none of the API's settings.
