@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# readsync's container image. `make image` builds it with the version and
-# commit stamped in; by hand:
-#   docker build --build-arg COMMIT=$(git rev-parse --short HEAD) \
+# readsync's container image. `make image` builds it with the commit
+# stamped in and tags it as --version names the build; by hand, at a
+# release commit:
+#   docker build --build-arg COMMIT=$(git rev-parse --short=12 HEAD) \
 #     -t readsync:$(cat VERSION) .
 
 # The Go of go.mod (TestDockerfileGoVersion in internal/app checks it).
@@ -11,15 +12,13 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# The release in the VERSION file unless given (`make image` gives the
-# Makefile's, which is the same unless overridden).
-ARG VERSION=
+# The commit: the build sees no .git (.dockerignore), so make stamps it;
+# the version is the VERSION file, which the binary embeds.
 ARG COMMIT=unknown
 # Static (no cgo) for the distroless static image; the -ldflags of
 # `make build`, so --version reports the same either way.
-RUN VERSION="${VERSION:-$(cat VERSION)}" \
-    && CGO_ENABLED=0 go build -trimpath \
-        -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" \
+RUN CGO_ENABLED=0 go build -trimpath \
+        -ldflags "-s -w -X main.commit=${COMMIT}" \
         -o /out/readsync ./cmd/readsync \
     && mkdir -p /out/state/spool
 

@@ -3,12 +3,22 @@
 SHELL   := /bin/bash
 GO      ?= go
 BIN     := bin
-# The release: the VERSION file, which the chart's version and appVersion and the
-# kustomize bases' image tag repeat (TestVersionInOnePlace in deployments holds
-# them to it). A build between releases may say so: make VERSION=$(git describe --always) build.
-VERSION ?= $(shell cat VERSION)
-COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+# The version: the VERSION file, a release (0.6.0) at the commit that makes
+# it and the next release with -dev (0.7.0-dev) at every other
+# (CONTRIBUTING.md, "Releases"). The binary embeds it; the chart's version
+# and appVersion and the kustomize bases' image tag repeat it
+# (TestVersionInOnePlace in deployments holds them to it).
+VERSION := $(shell cat VERSION)
+# The commit, as the binary prints it: 12 digits, and -modified when the
+# work tree differs from it (as Go's vcs.modified: untracked files count).
+# The image's build sees no .git, so make stamps it.
+COMMIT  ?= $(shell c=$$(git rev-parse --short=12 HEAD 2>/dev/null) || c=unknown; \
+	if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then c=$$c-modified; fi; echo $$c)
+# The build's name, which --version prints and the image is tagged with: the
+# release alone for a release commit as committed, else the version and the
+# commit (app.Build says the same from inside the binary).
+TAG     := $(if $(findstring -,$(VERSION))$(findstring -modified,$(COMMIT)),$(VERSION)-$(COMMIT),$(VERSION))
+LDFLAGS := -s -w -X main.commit=$(COMMIT)
 # How much `make test` fuzzes each target: a count of inputs, not a duration.
 # A duration races a deadline inside Go's fuzz coordinator, which on a loaded
 # machine fails the target with "context deadline exceeded" having found
@@ -260,11 +270,11 @@ cluster:
 cluster-stop:
 	@scripts/cluster.sh stop
 
-## image: the container image, tagged readsync:$(VERSION); needs a Docker engine.
-IMAGE ?= readsync:$(VERSION)
+## image: the container image, tagged readsync:$(TAG), as --version names the build; needs a Docker engine.
+IMAGE ?= readsync:$(TAG)
 .PHONY: image
 image:
-	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+	docker build --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
 clean:
 	rm -rf $(BIN)

@@ -164,7 +164,12 @@ func TestReadmeHelmInstalls(t *testing.T) {
 				flags[i] = "schedules=" + chartSchedules // the reader's own file
 			}
 		}
-		r := deploytest.HelmTemplate(t, "readsync", flags...)
+		// As given: the command must set image.repository itself.
+		r, err := deploytest.HelmRenderAsGiven(t, "readsync", flags...)
+		if err != nil {
+			t.Errorf("%s: helm install … %s: %v", doc, strings.Join(flags, " "), err)
+			continue
+		}
 		checkLabels(t, r)
 		set := " " + strings.Join(flags, " ") + " "
 		for _, o := range []struct {

@@ -49,15 +49,22 @@ func TestDockerfileBuildMatchesMakefile(t *testing.T) {
 	if !strings.Contains(df, `-ldflags "`+want+`"`) {
 		t.Errorf("Dockerfile does not build with the Makefile's -ldflags %q", want)
 	}
-	// Without --build-arg VERSION, the release of the VERSION file, as
-	// make gives it.
-	for _, s := range []string{"CGO_ENABLED=0", "ARG VERSION", `VERSION="${VERSION:-$(cat VERSION)}"`, "ARG COMMIT", "./cmd/readsync"} {
+	// The version is the VERSION file the binary embeds, which the build
+	// context holds; the commit comes from make.
+	for _, s := range []string{"CGO_ENABLED=0", "ARG COMMIT", "./cmd/readsync"} {
 		if !strings.Contains(df, s) {
 			t.Errorf("Dockerfile lacks %s", s)
 		}
 	}
-	// cmd/readsync's TestStampedVariables holds the variables the -X
-	// flags stamp.
+	if strings.Contains(df, "ARG VERSION") {
+		t.Error("Dockerfile takes a VERSION: the binary embeds the VERSION file, and a second source could contradict it")
+	}
+	for _, ignored := range strings.Fields(readRepoFile(t, ".dockerignore")) {
+		if ignored == "VERSION" || ignored == "*" {
+			t.Errorf(".dockerignore leaves out %s: the build embeds the VERSION file", ignored)
+		}
+	}
+	// cmd/readsync's TestVersion builds with the stamp.
 }
 
 func TestDockerfileRuntime(t *testing.T) {

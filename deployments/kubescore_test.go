@@ -26,7 +26,7 @@ func TestChartKubeScore(t *testing.T) {
 	explained := kubeScoreExplained(t)
 	found := map[string]bool{}
 	for _, flags := range [][]string{nil, append(slices.Clone(chartEverything), "--set", "replicaCount=3")} {
-		args := append([]string{"template", "readsync", deploytest.Chart, "--namespace", "readsync"}, flags...)
+		args := append([]string{"template", "readsync", deploytest.Chart, "--namespace", "readsync", "--set", "image.repository=" + deploytest.Image}, flags...)
 		rendered := filepath.Join(t.TempDir(), "rendered.yaml")
 		apptest.WriteFile(t, rendered, string(deploytest.Run(t, deploytest.Helm, "", args...)))
 		// kube-score exits 1 when it finds something critical, and says

@@ -12,7 +12,8 @@ import (
 	"github.com/readsync/readsync/internal/config"
 )
 
-// testBuild is the build the tests run: an unstamped one, as go build makes.
+// testBuild is the build the tests run as: fixed, so that what they read
+// of the version stays the same.
 var testBuild = app.Build{Version: "dev", Commit: "unknown"}
 
 func TestMain(m *testing.M) {

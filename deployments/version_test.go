@@ -13,20 +13,29 @@ import (
 	kyaml "sigs.k8s.io/yaml"
 )
 
-// The release is the VERSION file. What cannot read it repeats it: the
-// chart's version and appVersion, and the image tag of both kustomize
-// bases. The Makefile stamps it into the binary and tags the image with
-// it. Each is read here as the tool that uses it reads it.
+// The version is the VERSION file: a release, or the next with -dev. What
+// cannot read it repeats it: the chart's version and appVersion, and the
+// image tag of the kustomize bases. The binary embeds it (cmd/readsync's
+// TestVersion), and the Makefile tags the image as the binary names its
+// build. Each is read here as the tool that uses it reads it.
 func TestVersionInOnePlace(t *testing.T) {
 	release := strings.TrimSuffix(readRepoFile(t, "VERSION"), "\n")
-	if !regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$`).MatchString(release) {
-		t.Fatalf("VERSION %q: want MAJOR.MINOR.PATCH on one line, which Helm takes as a chart version and Docker as a tag", release)
+	if !regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-dev)?$`).MatchString(release) {
+		t.Fatalf("VERSION %q: want MAJOR.MINOR.PATCH, with -dev between releases, on one line, which Helm takes as a chart version and Docker as a tag", release)
 	}
 
 	t.Run("Makefile", func(t *testing.T) {
+		commit := gitOutput(t, "rev-parse", "--short=12", "HEAD")
+		if gitOutput(t, "status", "--porcelain") != "" {
+			commit += "-modified"
+		}
+		tag := release
+		if strings.Contains(release, "-") || strings.HasSuffix(commit, "-modified") {
+			tag = release + "-" + commit
+		}
 		for target, want := range map[string][]string{
-			"build": {"-X main.version=" + release + " "},
-			"image": {"--build-arg VERSION=" + release + " ", "-t readsync:" + release + " "},
+			"build": {"-X main.commit=" + commit + "'"},
+			"image": {"--build-arg COMMIT=" + commit + " ", "-t readsync:" + tag + " "},
 		} {
 			out := makeDryRun(t, target)
 			for _, w := range want {
@@ -69,6 +78,21 @@ func TestVersionInOnePlace(t *testing.T) {
 			}
 		}
 	})
+}
+
+// gitOutput runs git in the repository and returns its output, trimmed.
+func gitOutput(t *testing.T, args ...string) string {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skipf("no git on PATH: %v", err)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("git %s: %v (not a checkout?)", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // makeDryRun prints the commands of a Makefile target without running

@@ -163,7 +163,7 @@ func TestReferenceListsEveryMetric(t *testing.T) {
 			documented = append(documented, m[1])
 		}
 	}
-	m := metrics.New("dev", "unknown") // an unstamped build, as go build makes
+	m := metrics.New("dev", "unknown") // a build as the tests name it
 	sp, err := spool.Open(filepath.Join(t.TempDir(), "spool"), 1<<20, nil)
 	if err != nil {
 		t.Fatal(err)

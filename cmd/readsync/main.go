@@ -10,12 +10,12 @@ import (
 	"github.com/readsync/readsync/internal/app"
 )
 
-// Stamped at build time with -ldflags "-X main.version=… -X main.commit=…".
-var (
-	version = "dev"
-	commit  = "unknown"
-)
+// commit is stamped by make build and make image, with -ldflags
+// "-X main.commit=…", where the Go toolchain cannot see the checkout (a
+// container build without .git); empty, the commit the toolchain recorded
+// is used. The version is the VERSION file, which the binary embeds.
+var commit string
 
 func main() {
-	os.Exit(app.Main(app.Build{Version: version, Commit: commit}))
+	os.Exit(app.Main(app.CurrentBuild(commit)))
 }

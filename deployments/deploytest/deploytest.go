@@ -566,8 +566,12 @@ func KustomizeBuild(t *testing.T, dir string) Manifests {
 	return m
 }
 
-// HelmTemplate renders the chart as release, with helm flags such as
-// --set.
+// Image is the image.repository the tests render the chart with, which
+// the chart requires.
+const Image = "registry.example.com/readsync"
+
+// HelmTemplate renders the chart as release, with image.repository set to
+// Image and helm flags such as --set (which may set it again).
 func HelmTemplate(t *testing.T, release string, flags ...string) Manifests {
 	t.Helper()
 	out, err := HelmRender(t, release, flags...)
@@ -577,7 +581,15 @@ func HelmTemplate(t *testing.T, release string, flags ...string) Manifests {
 	return out
 }
 
+// HelmRender is HelmTemplate, which returns helm's error.
 func HelmRender(t *testing.T, release string, flags ...string) (Manifests, error) {
+	t.Helper()
+	return HelmRenderAsGiven(t, release, append([]string{"--set", "image.repository=" + Image}, flags...)...)
+}
+
+// HelmRenderAsGiven renders the chart with the flags given and nothing
+// else: a user's command.
+func HelmRenderAsGiven(t *testing.T, release string, flags ...string) (Manifests, error) {
 	t.Helper()
 	args := append([]string{"template", release, Path(Chart), "--namespace", "readsync"}, flags...)
 	out, err := Output(t, Helm, "", args...)

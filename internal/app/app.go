@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -32,14 +31,6 @@ import (
 	"github.com/readsync/readsync/sync"
 )
 
-// Build says which build is running: --version prints it, the
-// readsync_build_info metric carries it, and the upstream and the API
-// server see Version in the User-Agent.
-type Build struct {
-	Version string // the release, or "dev" for a build that was not stamped
-	Commit  string // the commit built, or "unknown"
-}
-
 // Exit codes; they are a contract with schedulers and scripts.
 const (
 	ExitOK      = 0 // every name synced
@@ -52,19 +43,22 @@ const (
 // the process's context, arguments, environment and streams. When lookup
 // is an Environ, READSYNC_ variables readsync does not read are reported.
 func Run(ctx context.Context, build Build, args []string, lookup envconfig.Lookuper, stdout, stderr io.Writer) int {
-	f, err := parseFlags(args, stderr)
+	f, err := parseFlags(args)
 	if errors.Is(err, flag.ErrHelp) {
+		printHelp(stdout)
 		return ExitOK
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "readsync: %v\n", err)
+		// One line: the problem, and where the rest is.
+		fmt.Fprintf(stderr, "readsync: %v; run readsync --help\n", err)
 		return ExitConfig
 	}
 	if f.version {
-		fmt.Fprintf(stdout, "readsync %s (commit %s, %s)\n", build.Version, build.Commit, runtime.Version())
+		fmt.Fprintln(stdout, build)
 		return ExitOK
 	}
-	cfg, err := config.Load(ctx, lookup, !f.dryRun || f.expire)
+	needs := f.needs()
+	cfg, err := config.Load(ctx, lookup, needs)
 	if err != nil {
 		// One line per problem, each complete on its own.
 		for _, line := range strings.Split(err.Error(), "\n") {
@@ -83,7 +77,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 		log.Warn("READSYNC_API_BASE_URL is plain http to a host that is not loopback: the client secret crosses the network unencrypted; use https",
 			"url", cfg.APIBaseURL)
 	}
-	a, err := newApp(build, cfg, log, stdout, stderr)
+	a, err := newApp(build, cfg, needs, log, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "readsync: configuration: %v\n", err)
 		return ExitConfig
@@ -109,7 +103,7 @@ func Run(ctx context.Context, build Build, args []string, lookup envconfig.Looku
 }
 
 // app holds what every mode shares: configuration, the logger and the one
-// API client of the process.
+// API client of the process (nil in a mode that reads only ClickHouse).
 type app struct {
 	build   Build
 	cfg     *config.Config
@@ -122,17 +116,21 @@ type app struct {
 	stderr io.Writer
 }
 
-func newApp(build Build, cfg *config.Config, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
-	m := metrics.New(build.Version, build.Commit)
-	shares, err := newShareSource(build, cfg, log, m)
-	if err != nil {
+// newApp wires what the mode needs: the API client and the shares only
+// for a mode that calls the API (needs.API).
+func newApp(build Build, cfg *config.Config, needs config.Needs, log *slog.Logger, stdout, stderr io.Writer) (*app, error) {
+	a := &app{build: build, cfg: cfg, log: log, metrics: metrics.New(build.Version, build.Commit), stdout: stdout, stderr: stderr}
+	if !needs.API {
+		return a, nil
+	}
+	var err error
+	if a.shares, err = newShareSource(build, cfg, log, a.metrics); err != nil {
 		return nil, err
 	}
-	api, err := newAPIClient(build, cfg, log, m.ObserveRequest)
-	if err != nil {
+	if a.api, err = newAPIClient(build, cfg, log, a.metrics.ObserveRequest); err != nil {
 		return nil, err
 	}
-	return &app{build: build, cfg: cfg, log: log, api: api, metrics: m, shares: shares, stdout: stdout, stderr: stderr}, nil
+	return a, nil
 }
 
 // configFailed reports configuration the mode found unusable once it
@@ -210,7 +208,11 @@ func (a *app) openUnmigrated(ctx context.Context) (stores, error) {
 	if st := sp.Stats(); st.Entries > 0 || st.Quarantined > 0 {
 		a.log.Info("spool holds entries from an earlier run", "dir", sp.Dir(), "entries", st.Entries, "bytes", st.Bytes, "quarantined", st.Quarantined)
 	}
-	ch, err := a.openClickHouse(ctx)
+	var opts []clickhouse.Option
+	if a.cfg.Migrations == config.MigrationsWait {
+		opts = append(opts, clickhouse.WithSchemaFromElsewhere())
+	}
+	ch, err := a.openClickHouse(ctx, opts...)
 	if err != nil {
 		sp.Close()
 		return stores{}, fmt.Errorf("READSYNC_CLICKHOUSE_DSN: %w", err)
@@ -221,13 +223,19 @@ func (a *app) openUnmigrated(ctx context.Context) (stores, error) {
 }
 
 // applyMigrations applies pending migrations, and says what stands in the way when
-// it cannot: a server that does not answer, or one that refuses. Either
-// way rows go to the spool until a later attempt succeeds.
+// it cannot: a server that does not answer, or one that refuses, or with
+// READSYNC_MIGRATIONS=wait migrations another process has not applied yet.
+// Either way rows go to the spool until a later attempt succeeds.
 func (a *app) applyMigrations(ctx context.Context, ch *clickhouse.ClickHouse) bool {
 	err := ch.Migrate(ctx)
 	a.metrics.ObserveDelivery(err)
 	if err == nil {
 		return true
+	}
+	if behind := (*clickhouse.SchemaBehindError)(nil); errors.As(err, &behind) {
+		a.log.Info("waiting for the schema: readsync --migrate applies the migrations (READSYNC_MIGRATIONS=wait); rows will be spooled until then",
+			"applied", behind.Applied, "latest", behind.Latest, "pending", strings.Join(behind.Pending, ", "))
+		return false
 	}
 	if fix, refused := sink.Refused(err); refused {
 		a.log.Error("ClickHouse refused a migration; rows will be spooled until that is fixed", "err", err, "fix", fix)

@@ -124,7 +124,9 @@ func (a *app) backfillPass(ctx context.Context, syncer *sync.Syncer, p sync.Pass
 
 // knownSchedule checks --schedule's name.
 func (a *app) knownSchedule(name string) error {
-	if name == "" {
+	if name == "" || a.cfg.Schedules == nil {
+		// nil: a mode that reads only ClickHouse, without a schedules
+		// file named (config.Needs); the name filters what it reads.
 		return nil
 	}
 	known := make([]string, len(a.cfg.Schedules))

@@ -45,11 +45,13 @@ func TestConfigErrorsExit2(t *testing.T) {
 		{"base url with a query", map[string]string{"READSYNC_API_BASE_URL": "https://host?region=eu"}, []string{"--check"}, `readsync: configuration: READSYNC_API_BASE_URL="https://host?region=eu": it has the query "region=eu": want scheme and host only, such as https://api.example.com` + "\n"},
 		{"base url with a fragment", map[string]string{"READSYNC_API_BASE_URL": "https://host/#v1"}, nil, `readsync: configuration: READSYNC_API_BASE_URL="https://host/#v1": it has the fragment "v1": want scheme and host only, such as https://api.example.com` + "\n"},
 		{"base url with user info", map[string]string{"READSYNC_API_BASE_URL": "https://me:s3cr3t-value@host"}, []string{"--backfill"}, `readsync: configuration: READSYNC_API_BASE_URL="https://me:xxxxx@host": it has user info; the API's credentials are the client id and secret: want scheme and host only, such as https://api.example.com` + "\n"},
-		{"all-names without check", nil, []string{"--all-names"}, "readsync: --all-names needs --check\n"},
+		{"all-names without check", nil, []string{"--all-names"}, "readsync: --all-names needs --check; run readsync --help\n"},
 		{"empty client id", map[string]string{"READSYNC_CLIENT_ID": " "}, []string{"--backfill"}, `readsync: configuration: READSYNC_CLIENT_ID=" ": the API client id, not empty` + "\n"},
 		{"missing client id", map[string]string{"READSYNC_CLIENT_ID": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLIENT_ID is required: sent as the client_id header\n"},
 		{"missing secret", map[string]string{"READSYNC_CLIENT_SECRET": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLIENT_SECRET is required: sent as the client_secret header; never logged\n"},
-		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse): such as clickhouse://user:password@host:9000/database\n"},
+		{"missing dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN is required (only --backfill --dry-run and --check --dry-run run without ClickHouse): such as clickhouse://user:password@host:9000/database\n"},
+		{"missing dsn for expire's dry run", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--expire", "--dry-run"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN is required: --expire --dry-run reads ClickHouse: such as clickhouse://user:password@host:9000/database\n"},
+		{"missing dsn for verify", map[string]string{"READSYNC_CLICKHOUSE_DSN": ""}, []string{"--verify"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN is required: --verify reads ClickHouse: such as clickhouse://user:password@host:9000/database\n"},
 		{"dsn without a port", map[string]string{"READSYNC_CLICKHOUSE_DSN": "clickhouse://default:pa55word@ch.example.com/readsync"}, nil, `readsync: configuration: READSYNC_CLICKHOUSE_DSN: address "ch.example.com" has no port: want host and native port, such as clickhouse://user:password@host:9000/database` + "\n"},
 		{"dsn with port 0", map[string]string{"READSYNC_CLICKHOUSE_DSN": "clickhouse://default:pa55word@ch.example.com:/readsync"}, []string{"--check"}, `readsync: configuration: READSYNC_CLICKHOUSE_DSN: address "ch.example.com:" has no port: want host and native port, such as clickhouse://user:password@host:9000/database` + "\n"},
 		{"http dsn", map[string]string{"READSYNC_CLICKHOUSE_DSN": "http://u:pa55word@h:8123/x"}, []string{"--backfill"}, "readsync: configuration: READSYNC_CLICKHOUSE_DSN: scheme \"http\": readsync speaks the native protocol, use clickhouse://host:9000/database\n"},
@@ -198,13 +200,13 @@ func TestUnknownVariableIsReported(t *testing.T) {
 // Every variable has a place in --help, with its default or "required"
 // and its description.
 func TestEveryVariableIsDescribed(t *testing.T) {
-	code, _, stderr := runWith(t, nil, "--help")
+	code, stdout, _ := runWith(t, nil, "--help")
 	if code != ExitOK {
 		t.Fatalf("--help exit %d", code)
 	}
-	_, env, ok := strings.Cut(stderr, "\nEnvironment:\n")
+	_, env, ok := strings.Cut(stdout, "\nEnvironment:\n")
 	if !ok {
-		t.Fatalf("--help lists no environment:\n%s", stderr)
+		t.Fatalf("--help lists no environment:\n%s", stdout)
 	}
 	for _, v := range config.Variables() {
 		head := "  " + v.Name + "\n"

@@ -207,6 +207,9 @@ func (a *app) flushLoop(ctx context.Context, st stores) {
 func (a *app) readiness(st stores) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if !st.ch.Migrated() {
+			if behind := (*clickhouse.SchemaBehindError)(nil); errors.As(st.ch.MigrateErr(), &behind) {
+				return fmt.Errorf("%w; rows go to the spool", behind)
+			}
 			if err := st.ch.MigrateErr(); err != nil {
 				if _, refused := sink.Refused(err); refused {
 					return fmt.Errorf("migrations not applied, rows go to the spool: %s", sink.Describe(err))

@@ -115,16 +115,40 @@ func (s snapshotFlag) Set(v string) error {
 
 const usageText = `Usage: readsync [flags]
 
-With no flag, readsync runs as a daemon: it migrates ClickHouse and runs every
+With no flag, readsync runs as a daemon: it migrates ClickHouse (or, with
+READSYNC_MIGRATIONS=wait, waits for readsync --migrate to) and runs every
 schedule of the schedules file on its cron until SIGTERM or SIGINT.
+--migrate, --verify, --failing-names and --expire read only ClickHouse: they
+need READSYNC_CLICKHOUSE_DSN and none of the API's settings.
 
 Flags:
 `
 
+// exitCodes are the exit codes --help explains, one line each; the
+// reference (docs/configuration.md, "Exit codes") says more.
+func exitCodes() []struct {
+	code    int
+	meaning string
+} {
+	return []struct {
+		code    int
+		meaning string
+	}{
+		{ExitOK, "done: every name synced; the schema current (--migrate); every view equal (--verify); no name failing (--failing-names)"},
+		{ExitFailed, "a name failed or the run could not complete; a migration failed; a view differs; a name is failing; a drop failed (--expire)"},
+		{ExitConfig, "bad configuration or usage: the message names the variable, file or flag"},
+		{ExitSpooled, "rows wait in the spool (--backfill, --flush-spool): deliver them with readsync --flush-spool; takes precedence over 1"},
+	}
+}
+
 // parseFlags parses args. Errors are usage errors: the process exits 2.
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
+// -h and --help return flag.ErrHelp.
+func parseFlags(args []string) (flags, error) {
 	var f flags
-	fs := newFlagSet(&f, stderr)
+	fs := newFlagSet(&f)
+	// The flag package would print the error and the whole usage; the
+	// caller prints one line instead.
+	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -134,15 +158,25 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	return f, f.validate()
 }
 
-// newFlagSet defines readsync's flags into f; its usage goes to stderr.
-func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("readsync", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
-		printEnvironment(stderr)
+// printHelp writes --help: the usage, the flags, the environment and the
+// exit codes.
+func printHelp(w io.Writer) {
+	var f flags
+	fs := newFlagSet(&f)
+	fs.SetOutput(w)
+	fmt.Fprint(w, usageText)
+	fs.PrintDefaults()
+	printEnvironment(w)
+	fmt.Fprint(w, "\nExit codes:\n")
+	for _, c := range exitCodes() {
+		fmt.Fprintf(w, "  %d  %s\n", c.code, c.meaning)
 	}
+}
+
+// newFlagSet defines readsync's flags into f.
+func newFlagSet(f *flags) *flag.FlagSet {
+	fs := flag.NewFlagSet("readsync", flag.ContinueOnError)
+	fs.Usage = func() {} // printHelp, by the caller
 	fs.BoolVar(&f.backfill, "backfill", false, "run one pass now over all schedules' names, then exit")
 	fs.StringVar(&f.schedule, "schedule", "", "with --backfill: only this schedule's names; with --failing-names: only this schedule's")
 	fs.Var(&f.nft, "nft", "with --backfill: exactly these nft names, comma-separated (repeatable)")
@@ -169,7 +203,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 func FlagNames() []string {
 	var f flags
 	var names []string
-	newFlagSet(&f, io.Discard).VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
+	newFlagSet(&f).VisitAll(func(fl *flag.Flag) { names = append(names, fl.Name) })
 	return names
 }
 
@@ -177,8 +211,28 @@ func FlagNames() []string {
 // for a backfill; the error is the usage error readsync would exit 2 with.
 // It is for the tests that hold the deployments' arguments to the binary.
 func IsBackfill(args []string) (bool, error) {
-	f, err := parseFlags(args, io.Discard)
+	f, err := parseFlags(args)
 	return f.backfill, err
+}
+
+// needs says what the mode of f uses: the modes that read only
+// ClickHouse need none of the API's settings.
+func (f flags) needs() config.Needs {
+	switch {
+	case f.migrate:
+		return config.Needs{DSN: true, Mode: "--migrate"}
+	case f.verify:
+		return config.Needs{DSN: true, Mode: "--verify"}
+	case f.failingNames:
+		return config.Needs{DSN: true, Mode: "--failing-names"}
+	case f.expire && f.dryRun:
+		return config.Needs{DSN: true, Mode: "--expire --dry-run"}
+	case f.expire:
+		return config.Needs{DSN: true, Mode: "--expire"}
+	default:
+		// A dry run (--backfill, --check) writes nowhere.
+		return config.Needs{API: true, DSN: !f.dryRun}
+	}
 }
 
 func (f flags) validate() error {

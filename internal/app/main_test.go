@@ -11,7 +11,8 @@ import (
 	"github.com/readsync/readsync/internal/apptest"
 )
 
-// testBuild is the build the tests run: an unstamped one, as go build makes.
+// testBuild is the build the tests run as: fixed, so that what they read
+// of the version (the User-Agent, readsync_build_info) stays the same.
 var testBuild = Build{Version: "dev", Commit: "unknown"}
 
 func TestMain(m *testing.M) {

@@ -12,11 +12,12 @@ import (
 // migrations log through the process logger. A DSN on ClickHouse's HTTP
 // port is refused first (a *chconn.HTTPPortError): the driver would only
 // time out on it.
-func (a *app) openClickHouse(ctx context.Context) (*clickhouse.ClickHouse, error) {
+func (a *app) openClickHouse(ctx context.Context, opts ...clickhouse.Option) (*clickhouse.ClickHouse, error) {
 	if err := a.cfg.DSN.CheckNativePort(ctx); err != nil {
 		return nil, err
 	}
-	return clickhouse.OpenClickHouse(ctx, a.cfg.DSN, clickhouse.WithTopology(a.cfg.Topology), clickhouse.WithLogger(a.log))
+	opts = append([]clickhouse.Option{clickhouse.WithTopology(a.cfg.Topology), clickhouse.WithLogger(a.log)}, opts...)
+	return clickhouse.OpenClickHouse(ctx, a.cfg.DSN, opts...)
 }
 
 // migrate applies the pending migrations and exits: 0 when the schema is

@@ -190,12 +190,12 @@ func (c *cluster) start(m deploytest.Manifests, p deploytest.Pod) *daemonPod {
 	t.Helper()
 	env := deploytest.PodEnv(t, m, m.What+" pod "+p.Name, p, deploytest.ExampleSecret.Lookup(deploytest.Credentials))
 	maps.Copy(env, c.kube.Env())
-	cfg, err := config.Load(context.Background(), config.Environ(env), true)
+	cfg, err := config.Load(context.Background(), config.Environ(env), config.Needs{API: true, DSN: true})
 	if err != nil {
 		t.Fatalf("pod %s: %v", p.Name, err)
 	}
 	var log bytes.Buffer
-	a, err := newApp(testBuild, cfg, newLogger(&log, cfg.LogLevel, "json"), io.Discard, &log)
+	a, err := newApp(testBuild, cfg, config.Needs{API: true, DSN: true}, newLogger(&log, cfg.LogLevel, "json"), io.Discard, &log)
 	if err != nil {
 		t.Fatalf("pod %s: %v", p.Name, err)
 	}

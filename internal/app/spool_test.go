@@ -25,11 +25,11 @@ import (
 // environment, logging to log.
 func (f *fixture) newTestApp(t *testing.T, log io.Writer) *app {
 	t.Helper()
-	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(f.Env), true)
+	cfg, err := config.Load(context.Background(), envconfig.MapLookuper(f.Env), config.Needs{API: true, DSN: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := newApp(testBuild, cfg, newLogger(log, cfg.LogLevel, "json"), io.Discard, log)
+	a, err := newApp(testBuild, cfg, config.Needs{API: true, DSN: true}, newLogger(log, cfg.LogLevel, "json"), io.Discard, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,9 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,16 +47,17 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Env is the process environment readsync reads, one field per variable.
 // The env tag gives the name and the default or "required" (go-envconfig's
-// syntax), the help tag a one-line description. Loading, --help, the
+// syntax), the help tag a one-line description; the tag for:"api" marks a
+// variable only the modes that call the upstream API need (see Needs). Loading, --help, the
 // unknown-variable warning and the tests all derive from these tags, so a
 // new variable is a new field with both. The names are a contract.
 type Env struct {
-	APIBaseURL     string        `env:"READSYNC_API_BASE_URL, required" help:"scheme and host of the API, such as https://api.example.com"`
-	ClientID       string        `env:"READSYNC_CLIENT_ID, required" help:"sent as the client_id header"`
-	ClientSecret   Secret        `env:"READSYNC_CLIENT_SECRET, required" help:"sent as the client_secret header; never logged"`
-	ClickHouseDSN  Secret        `env:"READSYNC_CLICKHOUSE_DSN" help:"clickhouse://user:password@host:9000/database (native protocol); required unless --dry-run"`
+	APIBaseURL     string        `env:"READSYNC_API_BASE_URL, required" for:"api" help:"scheme and host of the API, such as https://api.example.com"`
+	ClientID       string        `env:"READSYNC_CLIENT_ID, required" for:"api" help:"sent as the client_id header"`
+	ClientSecret   Secret        `env:"READSYNC_CLIENT_SECRET, required" for:"api" help:"sent as the client_secret header; never logged"`
+	ClickHouseDSN  Secret        `env:"READSYNC_CLICKHOUSE_DSN" help:"clickhouse://user:password@host:9000/database (native protocol); required unless --backfill --dry-run or --check --dry-run"`
 	CAFile         string        `env:"READSYNC_CLICKHOUSE_CA_FILE" help:"PEM file of the CA that signed ClickHouse's certificate; needs secure=true in the DSN"`
-	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml" help:"path of the schedules file"`
+	SchedulesFile  string        `env:"READSYNC_SCHEDULES_FILE, default=schedules.yaml" for:"api" help:"path of the schedules file"`
 	Concurrency    int           `env:"READSYNC_CONCURRENCY, default=8" help:"names in flight at once, 1 to 1024"`
 	RequestTimeout time.Duration `env:"READSYNC_REQUEST_TIMEOUT, default=30s" help:"bound on one HTTP request, body included"`
 	LogLevel       string        `env:"READSYNC_LOG_LEVEL, default=info" help:"debug, info, warn or error"`
@@ -62,6 +65,8 @@ type Env struct {
 	SourceTimezone string        `env:"READSYNC_SOURCE_TIMEZONE, default=UTC" help:"IANA zone the API's times are written in"`
 	BatchRows      int           `env:"READSYNC_BATCH_ROWS, default=50000" help:"rows gathered before an INSERT (a batch is also written once its rows hold 8 MiB)"`
 	BatchTimeout   time.Duration `env:"READSYNC_BATCH_TIMEOUT, default=30s" help:"longest wait of fetched rows before an INSERT, however slowly a batch fills; a pass cut off loses no more"`
+
+	Migrations string `env:"READSYNC_MIGRATIONS, default=apply" help:"apply: the daemon, --backfill and --flush-spool apply pending migrations themselves; wait: they leave them to readsync --migrate (the chart's hook Job) and spool rows until the schema is current"`
 
 	ClickHouseCluster     string `env:"READSYNC_CLICKHOUSE_CLUSTER" help:"cluster of the server's remote_servers to create replicated, sharded tables on; unset: one server"`
 	ClickHouseReplicaPath string `env:"READSYNC_CLICKHOUSE_REPLICA_PATH" help:"ZooKeeper path of the replicated tables in cluster mode; unset: /clickhouse/tables/{shard}/{database}/{table}"`
@@ -107,7 +112,9 @@ type Config struct {
 	Member *shard.Member
 	DSN    chconn.DSN // zero in dry-run mode
 	// Topology is where the tables live: one server or a cluster.
-	Topology  chconn.Topology
+	Topology chconn.Topology
+	// Schedules is nil for a mode that reads only ClickHouse when
+	// READSYNC_SCHEDULES_FILE is not set (see Needs).
 	Schedules []sync.Schedule
 	// Unknown lists the READSYNC_ variables set in the environment that
 	// readsync does not read.
@@ -155,6 +162,9 @@ type Variable struct {
 	Required bool
 	// Help is the one-line description --help prints.
 	Help string
+	// API is set for a variable only the modes that call the upstream
+	// API need.
+	API bool
 }
 
 // Variables lists the environment variables readsync reads, in the order
@@ -181,7 +191,7 @@ func variables() []variable {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("env"), ",")
-		v := variable{Variable: Variable{Name: strings.TrimSpace(name), Help: f.Tag.Get("help")}, field: f}
+		v := variable{Variable: Variable{Name: strings.TrimSpace(name), Help: f.Tag.Get("help"), API: f.Tag.Get("for") == "api"}, field: f}
 		for _, o := range strings.Split(opts, ",") {
 			o = strings.TrimSpace(o)
 			if d, ok := strings.CutPrefix(o, "default="); ok {
@@ -235,10 +245,27 @@ func (p *problems) bad(name, form string) {
 // add reports err, which already names the variable.
 func (p *problems) add(err error) { p.errs = append(p.errs, err) }
 
+// Needs says what a mode of readsync uses, so that it is not refused for
+// settings it never reads.
+type Needs struct {
+	// API is set for the modes that call the upstream API (the daemon,
+	// --backfill, --check, --flush-spool): its URL and credentials are
+	// required and the schedules file is read. Without it they are
+	// checked only when set, and the schedules file is read only when
+	// READSYNC_SCHEDULES_FILE names it (--failing-names --schedule and the
+	// retention's check against the schedules use it then).
+	API bool
+	// DSN is set for the modes that cannot run without ClickHouse.
+	DSN bool
+	// Mode is the mode's flags, such as --expire --dry-run, for the
+	// message of a missing DSN; empty for the daemon.
+	Mode string
+}
+
 // Load reads the environment through lookup, validates every value
-// and loads the schedules file, reporting every problem at once. needDSN
-// is false for a dry run, which writes nowhere.
-func Load(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*Config, error) {
+// and loads the schedules file, reporting every problem at once; needs
+// says which settings the mode requires.
+func Load(ctx context.Context, lookup envconfig.Lookuper, needs Needs) (*Config, error) {
 	c := &Config{}
 	p := &problems{raw: map[string]string{}}
 	target := reflect.ValueOf(&c.Env).Elem()
@@ -254,6 +281,8 @@ func Load(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*Config
 		p.raw[v.Name] = raw
 		val, err := decodeVariable(ctx, lookup, v)
 		switch {
+		case errors.Is(err, envconfig.ErrMissingRequired) && v.API && !needs.API:
+			// Not this mode's: left unset.
 		case errors.Is(err, envconfig.ErrMissingRequired):
 			p.add(fmt.Errorf("%s is required: %s", v.Name, v.Help))
 		case err != nil:
@@ -263,8 +292,9 @@ func Load(ctx context.Context, lookup envconfig.Lookuper, needDSN bool) (*Config
 			decoded[v.Name] = true
 		}
 	}
-	c.validate(p, decoded, needDSN)
-	if decoded["READSYNC_SCHEDULES_FILE"] {
+	c.validate(p, decoded, needs)
+	_, schedulesSet := lookup.Lookup("READSYNC_SCHEDULES_FILE")
+	if decoded["READSYNC_SCHEDULES_FILE"] && (needs.API || schedulesSet) {
 		schedules, err := sync.LoadSchedules(c.SchedulesFile)
 		if err != nil {
 			p.add(fmt.Errorf("READSYNC_SCHEDULES_FILE: %w", err))
@@ -297,7 +327,7 @@ func decodeVariable(ctx context.Context, lookup envconfig.Lookuper, v variable) 
 // validate checks the decoded values, skipping variables that did not
 // decode (their zero value would only repeat the problem), and parses
 // those that become more than their text.
-func (c *Config) validate(p *problems, decoded map[string]bool, needDSN bool) {
+func (c *Config) validate(p *problems, decoded map[string]bool, needs Needs) {
 	if decoded["READSYNC_API_BASE_URL"] {
 		if _, err := apiclient.ParseBaseURL(c.APIBaseURL); err != nil {
 			p.add(fmt.Errorf("READSYNC_API_BASE_URL=%q: %w", redactedURL(c.APIBaseURL), err))
@@ -312,7 +342,7 @@ func (c *Config) validate(p *problems, decoded map[string]bool, needDSN bool) {
 		c.Topology = topo
 	}
 	if decoded["READSYNC_CLICKHOUSE_DSN"] {
-		c.parseDSN(p, needDSN)
+		c.parseDSN(p, needs)
 	}
 }
 
@@ -376,6 +406,8 @@ func (c *Config) parseShard(p *problems, decoded map[string]bool) {
 func (c *Config) parseLogAndZone(p *problems, decoded map[string]bool) {
 	p.check(decoded, "READSYNC_LOG_LEVEL", func() bool { return c.LogLevel.UnmarshalText([]byte(c.Env.LogLevel)) == nil },
 		"one of debug, info, warn or error")
+	p.check(decoded, "READSYNC_MIGRATIONS", func() bool { return c.Migrations == MigrationsApply || c.Migrations == MigrationsWait },
+		"apply or wait")
 	p.check(decoded, "READSYNC_LOG_FORMAT", func() bool { return c.LogFormat == "" || c.LogFormat == "text" || c.LogFormat == "json" },
 		"text or json, or unset")
 	p.check(decoded, "READSYNC_SOURCE_TIMEZONE", func() bool {
@@ -387,11 +419,16 @@ func (c *Config) parseLogAndZone(p *problems, decoded map[string]bool) {
 
 // parseDSN parses READSYNC_CLICKHOUSE_DSN with the CA file it may need.
 // The DSN holds a password: its errors describe it without quoting it.
-func (c *Config) parseDSN(p *problems, needDSN bool) {
+func (c *Config) parseDSN(p *problems, needs Needs) {
 	if c.ClickHouseDSN == "" {
-		if needDSN {
-			p.add(errors.New("READSYNC_CLICKHOUSE_DSN is required (only --dry-run runs without ClickHouse): " +
+		switch {
+		case !needs.DSN:
+		case needs.API:
+			p.add(errors.New("READSYNC_CLICKHOUSE_DSN is required (only --backfill --dry-run and --check --dry-run run without ClickHouse): " +
 				"such as clickhouse://user:password@host:9000/database"))
+		default:
+			p.add(fmt.Errorf("READSYNC_CLICKHOUSE_DSN is required: %s reads ClickHouse: "+
+				"such as clickhouse://user:password@host:9000/database", needs.Mode))
 		}
 		return
 	}
@@ -410,6 +447,14 @@ func (c *Config) parseDSN(p *problems, needDSN bool) {
 	}
 	c.DSN = dsn
 }
+
+// The values of READSYNC_MIGRATIONS.
+const (
+	// MigrationsApply: a process that writes applies pending migrations.
+	MigrationsApply = "apply"
+	// MigrationsWait: it waits for another process to apply them.
+	MigrationsWait = "wait"
+)
 
 // shardForm is what READSYNC_SHARD looks like.
 const shardForm = "i/n with 0 <= i < n, such as 0/3, where i may be a pod name ending in -i, such as readsync-0/3; " +
@@ -448,7 +493,7 @@ func unknownVariables(e Environ) []UnknownVariable {
 	}
 	var unknown []UnknownVariable
 	for k := range e {
-		if strings.HasPrefix(k, "READSYNC_") && !known[k] && !isToolVariable(k) {
+		if strings.HasPrefix(k, "READSYNC_") && !known[k] && !isToolVariable(k) && !isServiceLink(k, e[k]) {
 			unknown = append(unknown, UnknownVariable{Name: k, Guess: closest(k, names)})
 		}
 	}
@@ -470,6 +515,68 @@ func isToolVariable(name string) bool {
 		return true
 	}
 	return false
+}
+
+// Kubernetes gives a pod, unless its spec sets enableServiceLinks: false,
+// variables for every Service of its namespace, in the form Docker links
+// had; a Service named readsync, or readsync-<anything>, makes them start
+// with readsync's prefix. For a Service readsync at 10.0.0.11 with the
+// port 9090 named http:
+//
+//	READSYNC_SERVICE_HOST=10.0.0.11
+//	READSYNC_SERVICE_PORT=9090
+//	READSYNC_SERVICE_PORT_HTTP=9090
+//	READSYNC_PORT=tcp://10.0.0.11:9090
+//	READSYNC_PORT_9090_TCP=tcp://10.0.0.11:9090
+//	READSYNC_PORT_9090_TCP_PROTO=tcp
+//	READSYNC_PORT_9090_TCP_PORT=9090
+//	READSYNC_PORT_9090_TCP_ADDR=10.0.0.11
+//
+// Each is recognised by its name and its value together, so that a typo
+// such as READSYNC_CLICKHOUSE_PORT=9000 is still reported.
+var (
+	serviceLinkName  = regexp.MustCompile(`^READSYNC(_[A-Z0-9_]+?)??_(SERVICE_HOST|SERVICE_PORT(_[A-Z0-9_]+)?|PORT|PORT_(\d+)_(TCP|UDP|SCTP)(_PROTO|_PORT|_ADDR)?)$`)
+	serviceLinkProto = regexp.MustCompile(`^(tcp|udp|sctp)://(\S+)$`)
+)
+
+// isServiceLink reports whether name=value is a variable Kubernetes sets
+// for a Service whose name starts with readsync: no setting of readsync's.
+func isServiceLink(name, value string) bool {
+	m := serviceLinkName.FindStringSubmatch(name)
+	if m == nil {
+		return false
+	}
+	isIP := func(v string) bool { _, err := netip.ParseAddr(v); return err == nil }
+	isPort := func(v string) bool {
+		n, err := strconv.Atoi(v)
+		return err == nil && n > 0 && n < 65536 && strconv.Itoa(n) == v
+	}
+	// proto://host:port, with the protocol and port given when they are.
+	isURL := func(v, proto, port string) bool {
+		u := serviceLinkProto.FindStringSubmatch(v)
+		if u == nil || (proto != "" && u[1] != strings.ToLower(proto)) {
+			return false
+		}
+		ap, err := netip.ParseAddrPort(u[2])
+		return err == nil && (port == "" || strconv.Itoa(int(ap.Port())) == port)
+	}
+	kind, port, proto, field := m[2], m[4], m[5], m[6]
+	switch {
+	case kind == "SERVICE_HOST":
+		return isIP(value)
+	case strings.HasPrefix(kind, "SERVICE_PORT"):
+		return isPort(value)
+	case kind == "PORT":
+		return isURL(value, "", "")
+	case field == "":
+		return isURL(value, proto, port)
+	case field == "_PROTO":
+		return value == strings.ToLower(proto)
+	case field == "_PORT":
+		return value == port
+	default: // _ADDR
+		return isIP(value)
+	}
 }
 
 // closest returns the name within a few edits of s, or "".

@@ -33,7 +33,7 @@ func validEnv(t *testing.T) Environ {
 func TestDryRunNeedsNoDSN(t *testing.T) {
 	env := validEnv(t)
 	delete(env, "READSYNC_CLICKHOUSE_DSN")
-	cfg, err := Load(context.Background(), env, false)
+	cfg, err := Load(context.Background(), env, Needs{API: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,4 +170,105 @@ func TestEveryVariableHasANameAndHelp(t *testing.T) {
 			t.Errorf("field %s: env name %q, help %q; want a READSYNC_ name and a one-line help tag", v.field.Name, v.Name, v.Help)
 		}
 	}
+}
+
+// A pod gets variables for every Service of its namespace unless service
+// links are off; those of a Service named readsync, or readsync-…, start
+// with readsync's prefix and are no typo. These are what Kubernetes sets
+// for the Services readsync (a named port) and readsync-pods (an unnamed
+// one, on IPv6), and for a UDP port.
+func TestServiceLinksAreNotReported(t *testing.T) {
+	links := map[string]string{
+		"READSYNC_SERVICE_HOST":        "10.96.12.7",
+		"READSYNC_SERVICE_PORT":        "9090",
+		"READSYNC_SERVICE_PORT_HTTP":   "9090",
+		"READSYNC_PORT":                "tcp://10.96.12.7:9090",
+		"READSYNC_PORT_9090_TCP":       "tcp://10.96.12.7:9090",
+		"READSYNC_PORT_9090_TCP_PROTO": "tcp",
+		"READSYNC_PORT_9090_TCP_PORT":  "9090",
+		"READSYNC_PORT_9090_TCP_ADDR":  "10.96.12.7",
+
+		"READSYNC_PODS_SERVICE_HOST":        "fd00::2a",
+		"READSYNC_PODS_SERVICE_PORT":        "9090",
+		"READSYNC_PODS_PORT":                "tcp://[fd00::2a]:9090",
+		"READSYNC_PODS_PORT_9090_TCP":       "tcp://[fd00::2a]:9090",
+		"READSYNC_PODS_PORT_9090_TCP_PROTO": "tcp",
+		"READSYNC_PODS_PORT_9090_TCP_PORT":  "9090",
+		"READSYNC_PODS_PORT_9090_TCP_ADDR":  "fd00::2a",
+
+		"READSYNC_STATSD_SERVICE_PORT_METRICS_UDP": "8125",
+		"READSYNC_STATSD_PORT_8125_UDP":            "udp://10.96.12.8:8125",
+		"READSYNC_STATSD_PORT_8125_UDP_PROTO":      "udp",
+	}
+	// What only looks like one: each is still reported.
+	typos := map[string]string{
+		"READSYNC_CLICKHOUSE_PORT":     "9000",
+		"READSYNC_SERVICE_HOST_NAME":   "10.96.12.7",
+		"READSYNC_PORT_9090_TCP_PORT":  "9091",
+		"READSYNC_STATSD_SERVICE_HOST": "statsd.example.com",
+		"READSYNC_PORT_9090_UDP":       "tcp://10.96.12.7:9090",
+		"READSYNC_PORT_9090_TCP_PROTO": "udp",
+		"READSYNC_PODS_SERVICE_PORT":   "http",
+	}
+	env := validEnv(t)
+	for k, v := range links {
+		env[k] = v
+	}
+	cfg, err := Load(context.Background(), env, Needs{API: true, DSN: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Unknown) != 0 {
+		t.Errorf("service links reported as unknown: %v", cfg.Unknown)
+	}
+	for k, v := range typos {
+		env := validEnv(t)
+		env[k] = v
+		cfg, err := Load(context.Background(), env, Needs{API: true, DSN: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cfg.Unknown) != 1 || cfg.Unknown[0].Name != k {
+			t.Errorf("%s=%s: unknown %v, want it reported", k, v, cfg.Unknown)
+		}
+	}
+}
+
+// The modes that read only ClickHouse need only its settings; the others
+// keep requiring the API's, and the DSN's message names the mode.
+func TestNeeds(t *testing.T) {
+	onlyDSN := Environ{"READSYNC_CLICKHOUSE_DSN": "clickhouse://default:pa55word@127.0.0.1:1/readsync"}
+	cfg, err := Load(context.Background(), onlyDSN, Needs{DSN: true, Mode: "--verify"})
+	if err != nil {
+		t.Fatalf("--verify with only a DSN: %v", err)
+	}
+	if cfg.Schedules != nil || cfg.DSN.Password() != "pa55word" {
+		t.Errorf("schedules %v: want no schedules file read, and the DSN parsed", cfg.Schedules)
+	}
+	for _, c := range []struct {
+		name  string
+		env   Environ
+		needs Needs
+		want  string
+	}{
+		{"no DSN for --expire --dry-run", Environ{}, Needs{DSN: true, Mode: "--expire --dry-run"},
+			"READSYNC_CLICKHOUSE_DSN is required: --expire --dry-run reads ClickHouse: such as clickhouse://user:password@host:9000/database"},
+		{"no DSN for the daemon", validEnvWithout(t, "READSYNC_CLICKHOUSE_DSN"), Needs{API: true, DSN: true},
+			"READSYNC_CLICKHOUSE_DSN is required (only --backfill --dry-run and --check --dry-run run without ClickHouse): such as clickhouse://user:password@host:9000/database"},
+		{"a schedules file named but missing", Environ{"READSYNC_CLICKHOUSE_DSN": "clickhouse://default:pa55word@127.0.0.1:1/readsync", "READSYNC_SCHEDULES_FILE": "no-such-file.yaml"},
+			Needs{DSN: true, Mode: "--failing-names"}, "READSYNC_SCHEDULES_FILE: schedules file: open no-such-file.yaml: no such file or directory"},
+		{"a base URL set but wrong", Environ{"READSYNC_CLICKHOUSE_DSN": "clickhouse://default:pa55word@127.0.0.1:1/readsync", "READSYNC_API_BASE_URL": "ftp://x"},
+			Needs{DSN: true, Mode: "--verify"}, `READSYNC_API_BASE_URL="ftp://x": the scheme is "ftp", not http or https: want scheme and host only, such as https://api.example.com`},
+	} {
+		_, err := Load(context.Background(), c.env, c.needs)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v\nwant %s", c.name, err, c.want)
+		}
+	}
+}
+
+func validEnvWithout(t *testing.T, name string) Environ {
+	env := validEnv(t)
+	delete(env, name)
+	return env
 }

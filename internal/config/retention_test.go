@@ -54,7 +54,7 @@ func TestRetentions(t *testing.T) {
 				}
 				env["READSYNC_SCHEDULES_FILE"] = path
 			}
-			cfg, err := Load(context.Background(), env, true)
+			cfg, err := Load(context.Background(), env, Needs{API: true, DSN: true})
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)

@@ -30,6 +30,9 @@ type ClickHouse struct {
 	schemaMu   sync.Mutex
 	migrated   bool
 	migrateErr error // why the last Migrate failed; nil once one succeeds
+	// waitSchema: Migrate leaves the migrations to another process (see
+	// WithSchemaFromElsewhere).
+	waitSchema bool
 
 	resort resort.Options
 }
@@ -50,6 +53,8 @@ type options struct {
 	history []derived.Option
 	resort  resort.Options
 	wrap    func(driver.Conn) driver.Conn
+	// waitSchema is WithSchemaFromElsewhere.
+	waitSchema bool
 }
 
 // WithTopology places the tables on a cluster (see chconn.Topology);
@@ -70,6 +75,13 @@ func WithReconcileSettle(d time.Duration) Option {
 // WithResort tunes the move of message_read_snapshots onto its sort key
 // (see resort.Options): for tests that move a small table at once.
 func WithResort(r resort.Options) Option { return func(o *options) { o.resort = r } }
+
+// WithSchemaFromElsewhere makes Migrate apply nothing: it reads the
+// schema's version and succeeds once another process (readsync --migrate,
+// as a Helm hook runs it) has applied every migration this readsync
+// knows, and until then fails with a *SchemaBehindError. Writes wait the
+// same way, since each first calls Migrate.
+func WithSchemaFromElsewhere() Option { return func(o *options) { o.waitSchema = true } }
 
 // WithIntercept sends every statement through the connection wrap
 // returns for readsync's own: for tests that record the statements sent
@@ -93,7 +105,7 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	if o.wrap != nil {
 		conn.Intercept(o.wrap)
 	}
-	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...), resort: o.resort}, nil
+	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...), resort: o.resort, waitSchema: o.waitSchema}, nil
 }
 
 // Close closes the connections.

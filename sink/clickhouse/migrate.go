@@ -2,6 +2,8 @@ package clickhouse
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema/migrate"
@@ -14,14 +16,48 @@ import (
 // reads: it issues no DDL. Concurrent calls, from this process or others,
 // end with the same schema and no error. The dashboard rollups are built
 // by one of the migrations, which folds existing history into them.
+//
+// With WithSchemaFromElsewhere it applies nothing and succeeds only once
+// the schema is current.
 func (c *ClickHouse) Migrate(ctx context.Context) error {
 	c.schemaMu.Lock()
 	defer c.schemaMu.Unlock()
-	if err := migrate.Apply(ctx, c.conn, derived.FoldGains); err != nil {
+	apply := func() error { return migrate.Apply(ctx, c.conn, derived.FoldGains) }
+	if c.waitSchema {
+		apply = func() error { return c.schemaCurrent(ctx) }
+	}
+	if err := apply(); err != nil {
 		c.migrateErr = err
 		return err
 	}
 	c.migrated, c.migrateErr = true, nil
+	return nil
+}
+
+// SchemaBehindError says that the database lacks migrations this readsync
+// needs and leaves to another process (WithSchemaFromElsewhere).
+type SchemaBehindError struct {
+	// Applied is the database's last migration, Latest this readsync's.
+	Applied, Latest uint32
+	// Pending names the migrations to apply, in order.
+	Pending []string
+}
+
+func (e *SchemaBehindError) Error() string {
+	return fmt.Sprintf("the schema is at migration %d and this readsync needs %d: waiting for readsync --migrate to apply %s",
+		e.Applied, e.Latest, strings.Join(e.Pending, ", "))
+}
+
+// schemaCurrent returns nil when the schema is current, a
+// *SchemaBehindError when migrations are pending.
+func (c *ClickHouse) schemaCurrent(ctx context.Context) error {
+	v, err := migrate.ReadVersion(ctx, c.conn)
+	if err != nil {
+		return err
+	}
+	if !v.Current() {
+		return &SchemaBehindError{Applied: v.Applied, Latest: v.Latest, Pending: v.Pending}
+	}
 	return nil
 }
 

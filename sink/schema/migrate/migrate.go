@@ -366,6 +366,14 @@ func ApplyFirst(ctx context.Context, c *chconn.Conn, gains GainsFolder, n int) e
 	return c.Redact(runMigrations(ctx, c, gains, migrations()[:n]))
 }
 
+// Last is the number of the last migration this readsync knows: the
+// schema's version once every migration is applied (a server that lacks
+// what a step requires may stop short of it, see migration.requires).
+func Last() uint32 {
+	ms := migrations()
+	return ms[len(ms)-1].id
+}
+
 // ReadVersion reads which migrations the database of c has had and which
 // are pending. It changes nothing.
 func ReadVersion(ctx context.Context, c *chconn.Conn) (Version, error) {
