@@ -63,7 +63,56 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 	if err := h.refreshAtTip(ctx, prepared, atTip, written, schedule); err != nil {
 		return err
 	}
+	if err := h.refreshRacedTips(ctx, id, prepared, atTip, written); err != nil {
+		return err
+	}
 	return h.recordDone(ctx, id, prepared, writtenSnapshots(written))
+}
+
+// refreshRacedTips refreshes again, from the stored history, the writes
+// refreshed at the tip whose project another recomputation (a reconcile
+// step's, a fold's, another writer's) was recomputing while the refresh
+// read and wrote. That recomputation may have read the derived rows
+// before the refresh wrote them and written its own after, without the
+// write, under a key that outranks the refresh's; or written a tip the
+// refresh did not see. The reconcile would mend it once its settle delay
+// passed, but a daemon stopped before that would leave the views wrong
+// until its next start. The stored history holds both the write and what
+// the other recomputation read, so a refresh from it now outranks both.
+// A recomputation that started after the write read it: it too is taken
+// for a race, which costs a refresh, not a wrong row.
+func (h *History) refreshRacedTips(ctx context.Context, id uint64, prepared *Prepared, tips tipWrites, written []sink.Snapshot) error {
+	if !h.tipped() || len(tips) == 0 || prepared.readAt == 0 {
+		return nil
+	}
+	projects := make([]int64, len(tips))
+	for i, w := range tips {
+		projects[i] = w.project
+	}
+	// Every record read was made before this read: a recomputation found
+	// started before now, and raced the refresh unless it ended before
+	// the refresh's reads began.
+	recs, err := h.recomputationsWithin(ctx, projects, []timeRange{{sub(prepared.readAt, secs(refreshLease)), prepared.readAt + secs(refreshSpan)}})
+	if err != nil {
+		return err
+	}
+	raced := chconn.SnapshotSet{}
+	for _, w := range tips {
+		for _, r := range recs[w.project] {
+			if r.id != id && r.end >= prepared.readAt {
+				raced.Add(w.project, w.at)
+				break
+			}
+		}
+	}
+	if raced.Len() == 0 {
+		return nil
+	}
+	h.conn.Log().Debug("a refresh at the tip raced a recomputation; refreshing from the stored history", "projects", len(raced))
+	return h.recomputing(ctx, id, raced.Projects(), func() error {
+		_, err := h.refreshSets(ctx, raced, nil)
+		return err
+	})
 }
 
 // refreshSets recomputes, from the stored history, the derived rows of the

@@ -273,7 +273,7 @@ type recomputation struct {
 // projects that started or ended within ranges.
 func (h *History) recomputationsWithin(ctx context.Context, projects []int64, ranges []timeRange) (map[int64][]recomputation, error) {
 	starts, err := h.readRefreshes(ctx, schema.RefreshStarts, projects, ranges)
-	if err != nil {
+	if err != nil || len(starts) == 0 {
 		return nil, err
 	}
 	// A recomputation that started within ranges ends at most
