@@ -20,9 +20,12 @@ import (
 // LastPasses returns, by schedule, the last cron pass recorded by the
 // process of the given share ("i/n", empty for one that takes every
 // name) that started at or after since. A schedule with none is absent.
+// A tick that ran no pass (skipped while the previous pass ran, or missed
+// while readsync was down) is not a pass: the page shows the last that
+// ran, and schedule_coverage counts the others.
 func (c *ClickHouse) LastPasses(ctx context.Context, shard string, since time.Time) (map[string]sink.Run, error) {
 	q := fmt.Sprintf(`SELECT run_id, schedule, trigger, snapshot_at, started_at, finished_at, nft_total, nft_ok, nft_failed, messages, status, error, shard
-FROM %s WHERE started_at >= toDateTime(%d) AND trigger = 'cron' AND shard = %s
+FROM %s WHERE started_at >= toDateTime(%d) AND trigger = 'cron' AND shard = %s AND status NOT IN ('skipped', 'missed')
 ORDER BY started_at DESC, run_id LIMIT 1 BY schedule`,
 		c.conn.Names().Table(schema.RunsTable.Name()), since.Unix(), chconn.QuoteString(shard))
 	out := map[string]sink.Run{}
