@@ -366,3 +366,25 @@ func TestReadsByAge(t *testing.T) {
 	runAgePasses(t, ch)
 	checkAgeCurves(t, db)
 }
+
+// A database whose history was written before the age rollup existed
+// gets the same curves from migration 16's fold: the rows of the passes
+// above, copied into a database at migration 15, then migrated.
+func TestReadsByAgeFoldedFromHistory(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	runAgePasses(t, ch)
+	old := sinktest.New(t)
+	historytest.MigrateFirst(t, old.DSN, 15)
+	for _, table := range []string{"projects", "messages", "message_read_snapshots"} {
+		if err := old.Conn.Exec(context.Background(), fmt.Sprintf("INSERT INTO %s SELECT * FROM %s", old.Table(table), db.Table(table))); err != nil {
+			t.Fatalf("copy %s: %v", table, err)
+		}
+	}
+	if n := old.Count(t, "message_read_snapshots"); n == 0 {
+		t.Fatal("no snapshot rows copied")
+	}
+	if err := historytest.OpenSink(t, old.DSN).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	checkAgeCurves(t, old)
+}
