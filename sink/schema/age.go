@@ -98,18 +98,26 @@ func AgeFill(n chconn.Names, ext string) string {
 
 // AgeFold is the INSERT that adds to the age rollup the snapshot rows
 // of the month (YYYYMM) of the projects that the condition projects (on
-// project_id) selects, each with its message's create_at: what fills the
-// rollup from the history written before it. Messages whose create_at
-// is unusable (stored as the Unix epoch) have no age.
+// project_id) selects: what fills the rollup from the history written
+// before it.
 func AgeFold(n chconn.Names, month, projects string) string {
+	return AgeRefill(n, "toYYYYMM(snapshot_at) = "+month+" AND "+projects, projects)
+}
+
+// AgeRefill is the INSERT that adds to the age rollup the snapshot rows
+// that the condition snapshots selects, each with the create_at of its
+// message, of those that the condition messages (on the messages table's
+// project_id) selects. Messages whose create_at is unusable (stored as
+// the Unix epoch) have no age.
+func AgeRefill(n chconn.Names, snapshots, messages string) string {
 	d := DDL{n}
-	snaps := fmt.Sprintf("SELECT project_id, message_id, snapshot_at, version, read_count, total, percent\nFROM %s\nWHERE toYYYYMM(snapshot_at) = %s AND %s",
-		d.Table(SnapshotsTable.name), month, projects)
+	snaps := fmt.Sprintf("SELECT project_id, message_id, snapshot_at, version, read_count, total, percent\nFROM %s\nWHERE %s",
+		d.Table(SnapshotsTable.name), snapshots)
 	// The version a FINAL read through a Distributed table selects
 	// (FinalVersion) stays inside: the snapshots have a column of that
 	// name.
 	created := fmt.Sprintf("SELECT project_id, message_id, create_at\nFROM\n(\n    SELECT project_id, id AS message_id, create_at%s\n    FROM %s FINAL\n    WHERE toUInt32(create_at) > 0 AND %s\n)",
-		d.FinalVersion(), d.Table(MessagesTable.name), projects)
+		d.FinalVersion(), d.Table(MessagesTable.name), messages)
 	from := "(\nSELECT project_id, message_id, create_at, snapshot_at, version, read_count, total, percent\nFROM " +
 		Join("ALL INNER", snaps, created, "project_id, message_id") + "\n)"
 	return fmt.Sprintf("INSERT INTO %s (project_id, message_id, age_hours, age_at, age_row, age_first)\n%s",
@@ -188,7 +196,8 @@ func readsAt(h int) string {
 }
 
 // reachedAfter is the bound, in hours of age, of when a message's reads
-// reached a share of its latest: max is the first age whose reads are at
+// reached a share of its latest (at least half: r ≥ ⌈latest / 2⌉, written
+// latest - ⌊latest / 2⌋, which no count near the top of UInt64 overflows): max is the first age whose reads are at
 // or above it, min the age before on the grid, whose reads are below it
 // (NULL when the curve starts at or above it); both NULL when it has no
 // reads. cond is the condition on r, an age's reads, and latest_reads.
@@ -233,7 +242,7 @@ FROM
 %[9]s
     )
 )`, readsAt(1), readsAt(6), readsAt(24), readsAt(72), readsAt(168),
-		reachedAfter("half", "r * 2 >= latest_reads"), reachedAfter("nine_tenths", "r * 10 >= latest_reads * 9"),
+		reachedAfter("half", "r >= latest_reads - intDiv(latest_reads, 2)"), reachedAfter("nine_tenths", "r >= latest_reads - intDiv(latest_reads, 10)"),
 		RowUInt64("r", RowReadCount), indent(indent(ageCurves(d))))
 	cols := `project_id, message_id, create_at, first_seen_age_hours, reads_1h, reads_6h, reads_24h, reads_72h, reads_7d, latest_reads,
     share_24h, half_after_hours_min, half_after_hours_max, nine_tenths_after_hours_min, nine_tenths_after_hours_max`
