@@ -11,6 +11,8 @@ import (
 	"github.com/readsync/readsync/apiclient/apitest"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/expiry"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sync"
@@ -419,5 +421,30 @@ func TestAgesOfSnapshotsWrittenBeforeTheirMessages(t *testing.T) {
 	if _, err := ch.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
+	historytest.AssertVerified(t, ch, time.Time{})
+}
+
+// After the raw rows expire, the curves of the expired span come from
+// the age rollup unchanged, and --verify takes them as given.
+func TestCurvesOutliveRawExpiry(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	ctx := context.Background()
+	runAgePasses(t, ch)
+	if _, err := ch.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every pass was in March 2026: a raw retention of a day drops them
+	// all; the hourly and daily resolutions are kept.
+	rep, err := ch.Expire(ctx, expiry.Policy{schema.Raw: 24 * time.Hour}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Dropped) == 0 {
+		t.Fatal("nothing expired")
+	}
+	if n := db.Count(t, schema.SnapshotsTable.Name()); n != 0 {
+		t.Fatalf("%d raw rows remain", n)
+	}
+	checkAgeCurves(t, db)
 	historytest.AssertVerified(t, ch, time.Time{})
 }
