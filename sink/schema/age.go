@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/readsync/readsync/sink/chconn"
@@ -49,10 +50,10 @@ const HourlyAges = 72
 // AgeOf is the age bucket, in whole hours, of a row with the DateTime
 // columns snapshot_at and create_at: the first of 0, 1, …, 72, 96, 120,
 // … at or after the snapshot's age.
-const AgeOf = `toUInt32(multiIf(
+var AgeOf = strings.NewReplacer("{h}", "intDiv(toUInt32(snapshot_at) - toUInt32(create_at) + 3599, 3600)", "{last}", strconv.Itoa(HourlyAges)).Replace(`toUInt32(multiIf(
     toInt64(toUInt32(snapshot_at)) <= toInt64(toUInt32(create_at)), 0,
-    intDiv(toUInt32(snapshot_at) - toUInt32(create_at) + 3599, 3600) <= 72, intDiv(toUInt32(snapshot_at) - toUInt32(create_at) + 3599, 3600),
-    72 + 24 * intDiv(intDiv(toUInt32(snapshot_at) - toUInt32(create_at) + 3599, 3600) - 72 + 23, 24)))`
+    {h} <= {last}, {h},
+    {last} + 24 * intDiv({h} - {last} + 23, 24)))`)
 
 // ageRollupTable holds, once merged, a row per message and age bucket:
 // the bucket's last snapshot (age_row, a SnapshotRow) and its first
@@ -151,8 +152,9 @@ GROUP BY project_id, message_id`, d.Table(AgeRollup))
 }
 
 // AgeGrid is the condition that an age x (hours) is one the views show:
-// every hour up to HourlyAges, every 24 hours after.
-const AgeGrid = "(x <= 72 OR x % 24 = 0)"
+// every hour up to HourlyAges, every 24 hours after (HourlyAges is a
+// multiple of 24).
+var AgeGrid = fmt.Sprintf("(x <= %d OR x %% 24 = 0)", HourlyAges)
 
 // messageReadByAge is message_read_by_age: per message and age on the
 // grid, from its first bucket to the bucket of its latest snapshot, the
@@ -203,8 +205,8 @@ func readsAt(h int) string {
 // reads. cond is the condition on r, an age's reads, and latest_reads.
 func reachedAfter(name, cond string) string {
 	idx := fmt.Sprintf("arrayFirstIndex(r -> %s, reads_by)", cond)
-	return fmt.Sprintf(`if(latest_reads = 0 OR %[1]s <= 1, NULL, toUInt32(if(ages[%[1]s] <= 72, ages[%[1]s] - 1, ages[%[1]s] - 24))) AS %[2]s_after_hours_min,
-    if(latest_reads = 0, NULL, ages[%[1]s]) AS %[2]s_after_hours_max`, idx, name)
+	return fmt.Sprintf(`if(latest_reads = 0 OR %[1]s <= 1, NULL, toUInt32(if(ages[%[1]s] <= %[3]d, ages[%[1]s] - 1, ages[%[1]s] - 24))) AS %[2]s_after_hours_min,
+    if(latest_reads = 0, NULL, ages[%[1]s]) AS %[2]s_after_hours_max`, idx, name, HourlyAges)
 }
 
 // messageReadSpeed is message_read_speed: per message, its reads at 1, 6,

@@ -201,9 +201,9 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 }
 
 // ageGrid is the age after a, on the grid of the curves: every hour up
-// to 72, every 24 hours after.
+// to schema.HourlyAges, every 24 hours after.
 func ageGrid(a uint32) uint32 {
-	if a < 72 {
+	if a < schema.HourlyAges {
 		return a + 1
 	}
 	return a + 24
@@ -223,15 +223,13 @@ func bruteCurve(created uint32, m []ageRow) []agePoint {
 	}
 	var out []agePoint
 	last := until(m[len(m)-1].at)
+	i := 0 // m[:i] are the rows at or before the age's bound
 	for a := until(m[0].at); a <= last; a = ageGrid(a) {
 		bound := int64(created) + int64(a)*3600
-		var row ageRow
-		for _, r := range m {
-			if int64(r.at) <= bound {
-				row = r
-			}
+		for i < len(m) && int64(m[i].at) <= bound {
+			i++
 		}
-		out = append(out, agePoint{a, row})
+		out = append(out, agePoint{a, m[i-1]})
 	}
 	return out
 }
