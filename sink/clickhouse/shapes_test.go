@@ -58,6 +58,13 @@ func TestBatchShapes(t *testing.T) {
 					want = tt.projects * tt.messages
 				case "schedule_coverage", "name_health":
 					want = 0
+				case "message_read_by_age":
+					// Created at the first snapshot: ages 0 to 24.
+					want = 25 * tt.projects * tt.messages
+				case "message_read_speed":
+					want = tt.projects * tt.messages
+				case "project_read_by_age":
+					want = 25 * tt.projects
 				}
 				if v.Rows != want {
 					t.Errorf("%s: %d rows, want %d", v.View, v.Rows, want)

@@ -22,11 +22,11 @@ import (
 // server as external data; the rollup keeps a maximum, so a write sent
 // again adds nothing new.
 //
-// A snapshot whose message's row is not written yet (a batch of message
-// rows spooled, a later one with their snapshots written first) is noted
-// in prepared, when there is one, and left to the reconcile (see
-// Prepared.unaged).
-func (h *History) FillAges(ctx context.Context, prepared *Prepared, messages []sink.Message, snapshots []sink.Snapshot) error {
+// A snapshot whose message's row is written only after it (a batch of
+// message rows spooled while a later one with their snapshots got
+// through) has no age until --repair rebuilds its project's curves:
+// --verify reports the rows it lacks.
+func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapshots []sink.Snapshot) error {
 	if len(snapshots) == 0 {
 		return nil
 	}
@@ -44,13 +44,7 @@ func (h *History) FillAges(ctx context.Context, prepared *Prepared, messages []s
 	}
 	rows := 0
 	for _, s := range snapshots {
-		c, ok := created[msgKey{s.ProjectID, s.MessageID}]
-		if !ok && prepared != nil {
-			if prepared.unaged == nil {
-				prepared.unaged = chconn.SnapshotSet{}
-			}
-			prepared.unaged.Add(s.ProjectID, uint32(s.SnapshotAt))
-		}
+		c := created[msgKey{s.ProjectID, s.MessageID}]
 		if c == 0 {
 			continue
 		}
@@ -115,7 +109,8 @@ func (h *History) readCreated(ctx context.Context, snapshots []sink.Snapshot, cr
 
 // refillAges computes again the age rollup's rows of the project
 // snapshots of set from the stored history: what the reconcile does for
-// a change no writer's FillAges took.
+// a change no writer refreshed (rows inserted by other means, a write
+// whose refresh failed).
 func (h *History) refillAges(ctx context.Context, set chconn.SnapshotSet) error {
 	if set.Len() == 0 {
 		return nil

@@ -113,14 +113,6 @@ func (h *History) recordDone(ctx context.Context, id uint64, prepared *Prepared,
 	if !h.tipped() || prepared == nil || prepared.readAt == 0 || set.Len() == 0 {
 		return nil
 	}
-	for p, ats := range prepared.unaged {
-		for at := range ats {
-			delete(set[p], at)
-		}
-	}
-	if set.Len() == 0 {
-		return nil
-	}
 	st, err := chconn.SnapshotsExt("done", set)
 	if err != nil {
 		return err

@@ -59,11 +59,6 @@ type Prepared struct {
 	latest []msgRow
 	// tips holds the tips of the projects read that have one.
 	tips map[int64]tip
-	// unaged are the project snapshots of the write with a row the age
-	// rollup did not take, its message's create_at not yet known: the
-	// refresh does not record them done, so that the reconcile computes
-	// their ages once the message's row is there.
-	unaged chconn.SnapshotSet
 }
 
 // msgRow is a message's row, with its project and message.
