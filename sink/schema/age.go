@@ -26,8 +26,10 @@ import (
 // create_at is not in the snapshot rows, so no materialized view can
 // fill the rollup without reading the messages table at every INSERT:
 // the write that inserts the snapshots fills it from the rows it holds,
-// sent as external data (AgeFill), which costs no read of a table; a
-// migration folds the history written before (AgeFold).
+// sent as external data (AgeFill), which costs no read of a table; the
+// reconcile and --repair compute a project's rows again from the stored
+// history (AgeRefill), as migration 16 folds the history written before
+// (AgeFold).
 //
 // The rollup is kept for the daily retention: its rows are few (73 and
 // one a day per message), and a curve is read from its start.
