@@ -23,9 +23,9 @@ func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	f.Query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
 		"(SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window')", &n)
 	if n == 0 {
-		return 15, pending + last + `, 14 "name failures by the hour", 15 "project tips and the record of refreshes"`
+		return 16, pending + last + `, 14 "name failures by the hour", 15 "project tips and the record of refreshes", 16 "reads by message age"`
 	}
-	return 15, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last + `, 13 "compact storage", 14 "name failures by the hour", 15 "project tips and the record of refreshes"`
+	return 16, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last + `, 13 "compact storage", 14 "name failures by the hour", 15 "project tips and the record of refreshes", 16 "reads by message age"`
 }
 
 // --check reports a pending schema without creating anything; --migrate
