@@ -60,9 +60,10 @@ func TestMigrateFlag(t *testing.T) {
 	// successes and the view of their health; the record of expiry; the
 	// hourly resolution's three rollups, its materialized view and two
 	// views; the names' failures by the hour with its materialized view;
-	// the tip rollup and the record of refreshes.
-	if tables != 44 {
-		t.Errorf("%d tables and views after --migrate, want 44", tables)
+	// the tip rollup and the record of refreshes; the age rollup and its
+	// three views.
+	if tables != 48 {
+		t.Errorf("%d tables and views after --migrate, want 48", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
 	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {
