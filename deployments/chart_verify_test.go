@@ -120,7 +120,7 @@ func TestChartVerifyPodRuns(t *testing.T) {
 		}
 		return code, stdout.String()
 	}
-	const clean = "verify: ok: 9 views equal their brute force\n"
+	const clean = "verify: ok: 12 views equal their brute force\n"
 	if code, out := runVerifyPod(t); code != app.ExitOK || !strings.HasSuffix(out, clean) {
 		t.Fatalf("the verify pod on a database the daemon wrote: exit %d, want 0 and %q:\n%s", code, clean, out)
 	}

@@ -135,7 +135,7 @@ func queryPanels(d *dashboard) []panel {
 // else reads something readsync does not write.
 var readsyncObjects = []string{"projects", "messages", "message_read_snapshots", "sync_runs",
 	"message_read_latest", "project_read_daily", "project_read_snapshots", "schedule_coverage", "project_read_gains", "project_read_daily_gains",
-	"name_health", "project_read_hourly", "project_read_hourly_gains", "expiries"}
+	"name_health", "project_read_hourly", "project_read_hourly_gains", "expiries", "message_read_by_age", "message_read_speed", "project_read_by_age"}
 
 var fromIdent = regexp.MustCompile(`(?i)\b(?:FROM|JOIN)\s+([A-Za-z_][A-Za-z0-9_.]*)`)
 
@@ -186,7 +186,9 @@ func TestDashboardStructure(t *testing.T) {
 				tg.Datasource == nil || *tg.Datasource != (datasourceRef{datasourceType, datasourceUID}) {
 				t.Errorf("panel %q query %s: want SQL on ${datasource} with a format, got %+v", p.Title, tg.RefID, tg)
 			}
-			if want := map[string]int{"timeseries": formatTimeSeries, "table": formatTable}[p.Type]; tg.Format != nil && *tg.Format != want {
+			// A trend plots a numeric x field (the age panels' hours), not
+			// time: the plugin's table format gives it one.
+			if want := map[string]int{"timeseries": formatTimeSeries, "table": formatTable, "trend": formatTable}[p.Type]; tg.Format != nil && *tg.Format != want {
 				t.Errorf("panel %q (%s) query %s has format %d, want %d", p.Title, p.Type, tg.RefID, *tg.Format, want)
 			}
 			if strings.Contains(tg.RawSQL, "project_id") && !strings.HasSuffix(tg.RawSQL, "\n"+pushDown) {
@@ -205,7 +207,7 @@ func TestDashboardStructure(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"project_read_daily", "message_read_latest", "project_read_snapshots", "sync_runs", "schedule_coverage",
-		"project_read_daily_gains", "name_health", "project_read_hourly"} {
+		"project_read_daily_gains", "name_health", "project_read_hourly", "message_read_by_age", "message_read_speed", "project_read_by_age"} {
 		if !read[want] {
 			t.Errorf("no panel reads %s", want)
 		}
@@ -620,8 +622,10 @@ func writeDashboardFixture(t *testing.T, ch *clickhouse.ClickHouse) {
 			for m := int64(1); m <= 2; m++ {
 				id := 10*p.id + m
 				reads := uint64((i + 1) * int(id))
+				// Created two hours before the first pass: its reads at 2
+				// and 26 hours of age.
 				b.Messages = append(b.Messages, sink.Message{ProjectID: p.id, ID: id, Subject: fmt.Sprintf("message %d", id),
-					CreateAt: ts, FetchedAt: ts, Version: v})
+					CreateAt: sink.TimeOf(passes[0].Add(-2 * time.Hour)), FetchedAt: ts, Version: v})
 				b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p.id, MessageID: id, SnapshotAt: ts, FetchedAt: ts,
 					ReadCount: reads, Total: 100, Percent: float64(reads), Version: v})
 			}

@@ -34,6 +34,11 @@ var dumps = []struct{ name, query string }{
 	{"project_read_daily_gains", "SELECT * FROM {db}.project_read_daily_gains ORDER BY day, project_id"},
 	{"project_read_hourly", "SELECT * FROM {db}.project_read_hourly ORDER BY hour, project_id"},
 	{"project_read_hourly_gains", "SELECT * FROM {db}.project_read_hourly_gains ORDER BY hour, project_id"},
+	{"message_read_by_age", "SELECT * FROM {db}.message_read_by_age ORDER BY project_id, message_id, age_hours"},
+	{"message_read_speed", "SELECT project_id, message_id, subject, latest_reads, ifNull(toString(reads_24h), ''), ifNull(toString(share_24h), ''), " +
+		"ifNull(toString(half_after_hours_min), ''), ifNull(toString(half_after_hours_max), ''), ifNull(toString(nine_tenths_after_hours_min), ''), " +
+		"ifNull(toString(nine_tenths_after_hours_max), '') FROM {db}.message_read_speed ORDER BY project_id, message_id"},
+	{"project_read_by_age", "SELECT * FROM {db}.project_read_by_age ORDER BY project_id, age_hours"},
 }
 
 // dump reads every row of the dumps from one server, as text.
@@ -233,7 +238,7 @@ func TestCheckOnCluster(t *testing.T) {
 	}
 	c.SyncReplica(t, 1, "schema_migrations")
 	f.Env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
-	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 15, current") {
+	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 16, current") {
 		t.Errorf("--check after --migrate, through the other host: exit %d:\n%s", code, stdout)
 	}
 }

@@ -228,7 +228,7 @@ func (b *bencher) printSizes(ctx context.Context, w io.Writer, rows uint64) erro
 WHERE database = '%s' AND active AND table IN ('message_read_snapshots', 'message_read_latest_rollup',
     'message_read_daily_rollup', 'project_read_snapshot_rollup', 'project_read_day_rollup', 'message_read_first_rollup',
     'project_read_gain_rollup', 'project_read_day_gain_rollup', 'message_read_hourly_rollup', 'project_read_hour_rollup',
-    'project_read_hour_gain_rollup')
+    'project_read_hour_gain_rollup', 'message_read_age_rollup')
 GROUP BY table ORDER BY table`, b.o.database))
 	if err != nil {
 		return fmt.Errorf("read table sizes: %w", err)
@@ -309,8 +309,12 @@ SELECT number + 1, concat('p', toString(number + 1), '.eth'), concat('Project ',
 		b.db, o.projects)); err != nil {
 		return err
 	}
-	if err := b.exec(ctx, fmt.Sprintf(`INSERT INTO %s.messages (project_id, id, subject, version)
-SELECT intDiv(number, %d) + 1 AS p, p * 1000000 + number %% %d, concat('subject ', toString(number)), 1 FROM numbers(%d)`,
+	// Each message created from 10 minutes to two days before the
+	// history starts, so that every curve by age spans the history: 73
+	// hourly ages and one a day after.
+	if err := b.exec(ctx, fmt.Sprintf(`INSERT INTO %s.messages (project_id, id, subject, create_at, version)
+SELECT intDiv(number, %d) + 1 AS p, p * 1000000 + number %% %d, concat('subject ', toString(number)),
+    toDateTime('2026-03-01 00:00:00') - 600 - 3600 * (number %% 48), 1 FROM numbers(%d)`,
 		b.db, o.messages, o.messages, o.projects*o.messages)); err != nil {
 		return err
 	}
@@ -434,6 +438,16 @@ func (b *bencher) queries() ([]query, error) {
 			new: "SELECT nft, hour, reads, total, round(100 * read_rate, 2) AS read_rate_pct FROM project_read_hourly WHERE hour >= " + last + " ORDER BY nft, hour"},
 		{name: "project_read_hourly_gains: all projects, last day",
 			new: "SELECT nft, hour, reads_gained, new_messages FROM project_read_hourly_gains WHERE hour >= " + last + " ORDER BY nft, hour"},
+		{name: "message_read_by_age: one message",
+			new: "SELECT * FROM message_read_by_age WHERE project_id = 7 AND message_id = 7000000 ORDER BY age_hours"},
+		{name: "message_read_by_age: one project",
+			new: "SELECT message_id, age_hours, reads FROM message_read_by_age WHERE project_id = 7 ORDER BY message_id, age_hours"},
+		{name: "project_read_by_age: one project",
+			new: "SELECT * FROM project_read_by_age WHERE project_id = 7 ORDER BY age_hours"},
+		{name: "message_read_speed: one project",
+			new: "SELECT * FROM message_read_speed WHERE project_id = 7 ORDER BY half_after_hours_max"},
+		{name: "message_read_speed: all projects, 20 fastest",
+			new: "SELECT nft, message_id, subject, half_after_hours_min, half_after_hours_max FROM message_read_speed WHERE latest_reads > 0 ORDER BY half_after_hours_max, half_after_hours_min LIMIT 20"},
 	} {
 		q.new += pushDown
 		qs = append(qs, q)
@@ -443,7 +457,7 @@ func (b *bencher) queries() ([]query, error) {
 		return nil, err
 	}
 	for i := range panels {
-		if !strings.Contains(panels[i].new, "_gains") {
+		if !strings.Contains(panels[i].new, "_gains") && !strings.Contains(panels[i].new, "_by_age") && !strings.Contains(panels[i].new, "_speed") {
 			panels[i].old = oldForm(strings.TrimSuffix(panels[i].new, pushDown))
 		}
 	}

@@ -39,6 +39,10 @@ const (
 
 var costPassAt = time.Date(2026, 5, 20, 12, 30, 0, 0, time.UTC)
 
+// costCreated is every message's create_at: before the deeper history's
+// first snapshot, so that every snapshot has an age.
+var costCreated = costPassAt.Add(-12 * 24 * time.Hour)
+
 // Every statement of a steady pass, and of the reconcile step that reads
 // what it changed, reads what the change needs, not the history stored:
 // over a history 16 times deeper, no statement, grouped by its text
@@ -121,6 +125,8 @@ func writeCostPass(t *testing.T, ch *clickhouse.ClickHouse, at time.Time, depth 
 	for p := int64(1); p <= costProjects; p++ {
 		b.Projects = append(b.Projects, sink.Project{ID: p, NFT: fmt.Sprintf("p%d.eth", p), Name: fmt.Sprintf("Project %d", p), Raw: "{}", FetchedAt: ts, Version: version})
 		for m := int64(1); m <= costMessages; m++ {
+			// A pass lists each message with its statistics.
+			b.Messages = append(b.Messages, sink.Message{ProjectID: p, ID: p*100 + m, Subject: "m", CreateAt: sink.TimeOf(costCreated), FetchedAt: ts, Version: version})
 			reads := uint64(depth+int(at.Sub(costPassAt)/time.Minute)+2) * uint64(m)
 			b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p, MessageID: p*100 + m, SnapshotAt: ts, FetchedAt: ts,
 				ReadCount: reads, Total: 1_000_000, Percent: float64(reads) / 10_000, Version: version})
@@ -151,8 +157,8 @@ FROM (SELECT 1 + intDiv(number %% %d, %d) AS p, 1 + number %% %d AS m, intDiv(nu
 		fmt.Sprintf(`INSERT INTO %s (run_id, schedule, trigger, snapshot_at, started_at, finished_at, status)
 SELECT concat('import-', toString(number)), '%s', 'cron', toDateTime(%d + 60 * number), toDateTime(%d + 60 * number), toDateTime(%d + 60 * number), 'ok'
 FROM numbers(%d)`, db.Table("sync_runs"), costSchedule, first, first, first, depth),
-		fmt.Sprintf(`INSERT INTO %s (project_id, id, subject, version) SELECT 1 + intDiv(number, %d), (1 + intDiv(number, %d)) * 100 + 1 + number %% %d, 'm', 1 FROM numbers(%d)`,
-			db.Table("messages"), costMessages, costMessages, costMessages, per),
+		fmt.Sprintf(`INSERT INTO %s (project_id, id, subject, create_at, version) SELECT 1 + intDiv(number, %d), (1 + intDiv(number, %d)) * 100 + 1 + number %% %d, 'm', toDateTime(%d), 1 FROM numbers(%d)`,
+			db.Table("messages"), costMessages, costMessages, costMessages, costCreated.Unix(), per),
 	} {
 		if err := db.Conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

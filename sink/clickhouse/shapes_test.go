@@ -28,11 +28,15 @@ func TestBatchShapes(t *testing.T) {
 			ch, db := historytest.OpenTestSink(t)
 			ctx := context.Background()
 			at := sink.TimeOf(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+			// Created 72 hours before the first snapshot: each curve has
+			// two ages, 72 and (a day later) 96, which keeps what --verify
+			// compares for 300 000 messages small.
+			created := sink.TimeOf(at.Time().Add(-72 * time.Hour))
 			var b sink.Batch
 			for p := range int64(tt.projects) {
 				b.Projects = append(b.Projects, sink.Project{ID: p + 1, NFT: fmt.Sprintf("p%d.eth", p+1), CreateAt: at, FetchedAt: at, Version: 1})
 				for m := range int64(tt.messages) {
-					b.Messages = append(b.Messages, sink.Message{ProjectID: p + 1, ID: m + 1, CreateAt: at, FetchedAt: at, Version: 1})
+					b.Messages = append(b.Messages, sink.Message{ProjectID: p + 1, ID: m + 1, CreateAt: created, FetchedAt: at, Version: 1})
 					b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: p + 1, MessageID: m + 1, SnapshotAt: at, FetchedAt: at,
 						ReadCount: uint64(m % 7), Total: 10, Percent: float64(m%7) * 10, Version: 1})
 				}
@@ -58,6 +62,10 @@ func TestBatchShapes(t *testing.T) {
 					want = tt.projects * tt.messages
 				case "schedule_coverage", "name_health":
 					want = 0
+				case "message_read_by_age":
+					want = 2 * tt.projects * tt.messages
+				case "message_read_speed":
+					want = tt.projects * tt.messages
 				}
 				if v.Rows != want {
 					t.Errorf("%s: %d rows, want %d", v.View, v.Rows, want)

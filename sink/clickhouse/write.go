@@ -36,6 +36,12 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := chconn.Insert(ctx, c.conn, schema.SnapshotsTable, b, b.Snapshots); err != nil {
 		return err
 	}
+	// The age rollup takes the rows from the write itself (it needs each
+	// message's create_at, which no snapshot row holds): a write that
+	// fails here is sent again, which the rollup's maximum absorbs.
+	if err := c.history.FillAges(ctx, b.Messages, b.Snapshots); err != nil {
+		return err
+	}
 	if err := chconn.Insert(ctx, c.conn, schema.NameFailuresTable, b, b.NameFailures); err != nil {
 		return err
 	}

@@ -373,7 +373,10 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 	err = h.recomputing(ctx, newRefreshID(), recomputed.Projects(), func() error {
 		res, err := h.refreshSets(ctx, changed, across)
 		rep.Refreshed, rep.Rewritten = res.targets, res.rewritten
-		return err
+		if err != nil {
+			return err
+		}
+		return h.refillAges(ctx, changed)
 	})
 	if err != nil {
 		return rep, fmt.Errorf("reconcile %d changed project snapshots: %w", rep.ChangedSnapshots, err)

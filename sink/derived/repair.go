@@ -86,7 +86,7 @@ const repairChunk = 1000
 // derivedTables are the rollups Repair rebuilds, materialized views' first.
 func derivedTables() []string {
 	return []string{schema.LatestRollup, schema.DailyRollup, schema.SnapshotRollup, schema.FirstRollup, schema.DayRollup, schema.GainsRollup, schema.DayGainsRollup,
-		schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup}
+		schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup, schema.AgeRollup}
 }
 
 // rebuild deletes projects' rows from every rollup and computes them
@@ -96,8 +96,9 @@ func derivedTables() []string {
 // from them are kept as they are, since what remains cannot compute them:
 // the days before the first whole day kept, the latest row of a message
 // with no row kept, when a message with rows before the edge was first
-// seen, and the reads gained at a snapshot whose previous one expired. The
-// rest is deleted and computed again from the rows from the edge on.
+// seen, the curve by age of such a message, and the reads gained at a
+// snapshot whose previous one expired. The rest is deleted and computed
+// again from the rows from the edge on.
 func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	ctx = h.conn.SyncInserts(ctx)
 	edges, err := expiry.ReadEdges(ctx, h.conn)
@@ -137,6 +138,13 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 		if err := h.conn.Exec(chconn.WithExternal(ctx, pt), r.Insert); err != nil {
 			return fmt.Errorf("refill %s: %w", r.Rollup, err)
 		}
+	}
+	ageWhere := h.names.InExt("project_id", "rebuilt")
+	if edge > 0 {
+		ageWhere += " AND snapshot_at >= " + chconn.DateTime(edge)
+	}
+	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.AgeRefill(h.names, ageWhere, h.names.InExt("project_id", "rebuilt"))); err != nil {
+		return fmt.Errorf("refill %s: %w", schema.AgeRollup, err)
 	}
 	dayWhere := "WHERE " + h.names.InExt("project_id", "rebuilt")
 	if edge > 0 {
@@ -264,7 +272,9 @@ func (k keptAtEdge) deletions(t string, edge uint32) []string {
 	switch t {
 	case schema.LatestRollup:
 		return messageConds(k.latest)
-	case schema.FirstRollup:
+	case schema.FirstRollup, schema.AgeRollup:
+		// A message's curve is computed again only where its every row
+		// is kept: one first seen from the edge on.
 		return messageConds(k.first)
 	case schema.DailyRollup, schema.DayRollup, schema.DayGainsRollup:
 		return []string{" AND day >= " + day}

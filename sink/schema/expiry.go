@@ -89,6 +89,7 @@ func expiringDefs() []struct {
 		{rollupByName(DailyRollup), Daily},
 		{dayRollupTable, Daily},
 		{dayGainsTable, Daily},
+		{ageRollupTable.TableDef, Daily},
 	}
 }
 

@@ -127,6 +127,15 @@ GROUP BY project_id, snapshot_at`, names.Table("message_read_snapshots"), names.
 						t.Errorf("node %d: %s differs from the brute force:\n got %v\nwant %v", node, view, got, want)
 					}
 				}
+				// The curves by age, folded and written through the
+				// Distributed tables, on every host: every message has one.
+				c.SyncReplica(t, node, schema.AgeRollup+"_local")
+				for _, view := range []string{schema.ByAgeView, schema.SpeedView} {
+					got := clusterRows(t, c.Conns[node], "SELECT DISTINCT project_id, message_id FROM "+c.Table(view))
+					if len(got) != 24 {
+						t.Errorf("node %d: %s has the curves of %d messages, want 24: %v", node, view, len(got), got)
+					}
+				}
 			}
 		})
 	}

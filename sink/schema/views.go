@@ -75,14 +75,14 @@ type view struct{ name, query string }
 // Views are the names of the views users query, the dashboards' sources,
 // in the order readsync reports on them.
 func Views() []string {
-	return []string{LatestView, DailyView, SnapshotView, GainsView, DailyGainsView, CoverageView, HourlyView, HourlyGainsView}
+	return []string{LatestView, DailyView, SnapshotView, GainsView, DailyGainsView, CoverageView, HourlyView, HourlyGainsView, ByAgeView, SpeedView, ProjectByAgeView}
 }
 
 // currentViews are the views users query, as this release defines them.
 func currentViews(d DDL) []view {
 	v := rollupViews(d)
 	v[2] = view{SnapshotView, snapshotsFromGains(d)}
-	return append(append(append(v, gainsViews(d)...), view{CoverageView, scheduleCoverage(d)}, view{NameHealthView, nameHealth(d)}), hourlyViews(d)...)
+	return append(append(append(append(v, gainsViews(d)...), view{CoverageView, scheduleCoverage(d)}, view{NameHealthView, nameHealth(d)}), hourlyViews(d)...), ageViews(d)...)
 }
 
 // RewriteView returns the statements that write the view name again from

@@ -70,6 +70,8 @@ const (
 	kindDate  // Date, as YYYY-MM-DD
 	kindFloat // Float64, compared as its bits
 	kindNullTime
+	kindNullNumber // Nullable number, NULL as the text NULL
+	kindNullFloat  // Nullable(Float64), as its bits or NULL
 )
 
 // sql is the expression that reads the column as text.
@@ -82,6 +84,10 @@ func (c viewColumn) sql() string {
 		return "toString(reinterpretAsUInt64(reinterpretAsString(" + c.name + ")))"
 	case kindNullTime:
 		return "toString(ifNull(toUInt32(" + c.name + "), 0))"
+	case kindNullNumber:
+		return "ifNull(toString(" + c.name + "), 'NULL')"
+	case kindNullFloat:
+		return "if(isNull(" + c.name + "), 'NULL', toString(reinterpretAsUInt64(reinterpretAsString(assumeNotNull(" + c.name + ")))))"
 	}
 	return "toString(" + c.name + ")"
 }
@@ -96,7 +102,7 @@ func (c viewColumn) show(v string) string {
 			}
 			return sink.Time(t).String()
 		}
-	case kindFloat:
+	case kindFloat, kindNullFloat:
 		if b, err := strconv.ParseUint(v, 10, 64); err == nil {
 			return strconv.FormatFloat(math.Float64frombits(b), 'g', -1, 64)
 		}
@@ -159,8 +165,11 @@ var viewShapes = []viewShape{
 }
 
 // reportedShapes are the views a Report holds, in its order: those
-// compared a group of projects at a time, then name_health.
-func reportedShapes() []viewShape { return append(slices.Clip(viewShapes), nameHealthShape) }
+// compared a group of projects at a time, those on the message's clock,
+// then name_health.
+func reportedShapes() []viewShape {
+	return append(append(slices.Clip(viewShapes), ageShapes...), nameHealthShape)
+}
 
 // viewRows are a view's rows (or their brute force) in a window: the
 // values' texts by the key's, each joined with a tab.
@@ -263,6 +272,9 @@ func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 	w.report(&rep)
 	judged := newComparison()
 	if err := c.bruteForce(ctx, w, judged); err != nil {
+		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
+	}
+	if err := c.compareAges(ctx, w, judged); err != nil {
 		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
 	if err := c.compareNameHealth(ctx, judged); err != nil {

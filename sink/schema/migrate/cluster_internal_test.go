@@ -69,6 +69,8 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_hour_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_hour_rollup": "Distributed",
 				"project_read_hour_gain_rollup_local": "ReplicatedAggregatingMergeTree", "project_read_hour_gain_rollup": "Distributed",
 				"project_read_hourly": "View", "project_read_hourly_gains": "View",
+				"message_read_age_rollup_local": "ReplicatedAggregatingMergeTree", "message_read_age_rollup": "Distributed",
+				"message_read_by_age": "View", "message_read_speed": "View", "project_read_by_age": "View",
 			}
 			// The tables materialized views fill, each with its view.
 			for name, engine := range map[string]string{

@@ -155,5 +155,9 @@ func migrations() []migration {
 		// refreshes by which the reconcile leaves alone what a writer
 		// refreshed (schema's tips.go).
 		{id: 15, name: "project tips and the record of refreshes", sql: schema.TipsDDL},
+		// Reads on the message's own clock: the age rollup, which each
+		// write fills from its rows, and the views over it (schema's
+		// age.go), with the history written before folded in (ages.go).
+		{id: 16, name: "reads by message age", run: migrateAges, creates: schema.AgeDDL},
 	}
 }

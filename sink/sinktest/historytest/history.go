@@ -62,7 +62,7 @@ func (h *History) Fetch(p int64, at time.Time, v uint64) sink.Batch {
 			continue
 		}
 		b.Messages = append(b.Messages, sink.Message{ProjectID: p, ID: p*100 + m, Subject: fmt.Sprintf("m%d", m),
-			CreateAt: ts, FetchedAt: ts, Version: v})
+			CreateAt: messageCreated(p, m), FetchedAt: ts, Version: v})
 		if m == projectMessages {
 			continue // never has read_data: no snapshot row
 		}
@@ -80,6 +80,20 @@ func (h *History) Fetch(p int64, at time.Time, v uint64) sink.Batch {
 	return b
 }
 
+// messageCreated is the create_at of project p's message m: message 1 is
+// created 17 minutes after the first pass, which lists it already (a
+// clock ahead of the upstream's); the others from 30 hours to five days
+// before it, so that their curves start late, some past 72 hours; and
+// the message sent mid-history (Generate) 10 minutes before it is first
+// listed.
+func messageCreated(p, m int64) sink.Time {
+	if p == 2 && m == 5 {
+		return sink.TimeOf(time.Date(2026, 3, 2, 7, 50, 0, 0, time.UTC))
+	}
+	first := time.Date(2026, 3, 1, 0, 17, 0, 0, time.UTC)
+	return sink.TimeOf(first.Add(-time.Duration(m-1) * 30 * time.Hour))
+}
+
 // Pass fetches every project at at, writing the rows in batches that
 // split projects between INSERTs, as a large pass does, and records the
 // tick.
@@ -93,13 +107,17 @@ func (h *History) Pass(at time.Time) {
 		all.Messages = append(all.Messages, f.Messages...)
 		all.Snapshots = append(all.Snapshots, f.Snapshots...)
 	}
+	// The project and message rows first, as a pass writes a long list's
+	// message rows before its snapshot rows, which wait on disk until the
+	// list has arrived whole: a snapshot's age needs its message's
+	// create_at.
+	h.Write(&sink.Batch{Projects: all.Projects, Messages: all.Messages, Schedule: Schedule})
 	split := 7 // not a multiple of a project's rows
 	for len(all.Snapshots) > 0 {
 		n := min(split, len(all.Snapshots))
 		h.Write(&sink.Batch{Snapshots: all.Snapshots[:n], Schedule: Schedule})
 		all.Snapshots = all.Snapshots[n:]
 	}
-	h.Write(&sink.Batch{Projects: all.Projects, Messages: all.Messages, Schedule: Schedule})
 }
 
 // RecordTick records a tick of Schedule at at with status.
@@ -218,9 +236,9 @@ func InsertDirect(t *testing.T, db *sinktest.DB, b sink.Batch) {
 		p := b.Projects[i]
 		return []any{p.ID, p.NFT, p.Name, p.Raw, p.Version}
 	})
-	insert("messages", "project_id, id, subject, version", len(b.Messages), func(i int) []any {
+	insert("messages", "project_id, id, subject, create_at, version", len(b.Messages), func(i int) []any {
 		m := b.Messages[i]
-		return []any{m.ProjectID, m.ID, m.Subject, m.Version}
+		return []any{m.ProjectID, m.ID, m.Subject, m.CreateAt.Time(), m.Version}
 	})
 	insert("message_read_snapshots", "project_id, message_id, snapshot_at, read_count, total, percent, version", len(b.Snapshots), func(i int) []any {
 		s := b.Snapshots[i]
