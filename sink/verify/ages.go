@@ -62,38 +62,15 @@ type agePoint struct {
 	row ageRow
 }
 
-// compareAges compares the views on the message's clock with their brute
-// force for the window w, a step of projects at a time.
-func (c *Checker) compareAges(ctx context.Context, w verifyWindow, judged *comparison) error {
-	for _, g := range w.groups() {
-		steps, err := c.steps(ctx, g, w)
-		if err != nil {
-			return fmt.Errorf("brute force of the curves: %w", err)
-		}
-		for _, s := range steps {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			if err := c.ageStep(ctx, s, g.start, judged); err != nil {
-				return fmt.Errorf("brute force of the curves: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
 // ageStep computes and compares the curves of the step s's messages
-// created from from on.
-func (c *Checker) ageStep(ctx context.Context, s step, from uint32, judged *comparison) error {
+// created from from on; names are the step's names (bruteNames), which
+// the brute force of the other views read for the same step.
+func (c *Checker) ageStep(ctx context.Context, s step, from uint32, names bruteNamesOf, judged *comparison) error {
 	filter, ext, err := s.filter(c.names, "project_id")
 	if err != nil {
 		return err
 	}
 	ctx = chconn.WithExternal(ctx, ext...)
-	names, err := c.bruteNames(ctx, s)
-	if err != nil {
-		return err
-	}
 	created := map[msgKey]uint32{}
 	unjudged := map[int64]bool{}
 	err = chconn.QueryEach(ctx, c.conn, fmt.Sprintf("SELECT project_id, id, toUInt32(argMax(create_at, version)) FROM %s WHERE %s GROUP BY project_id, id",

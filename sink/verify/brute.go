@@ -46,11 +46,19 @@ func (c *Checker) bruteForce(ctx context.Context, w verifyWindow, judged *compar
 			for _, v := range schema.Views() {
 				out[v] = viewRows{}
 			}
-			if err := c.bruteStep(ctx, s, g.start, out); err != nil {
+			names, err := c.stepNames(ctx, s)
+			if err != nil {
+				return fmt.Errorf("brute force: %w", err)
+			}
+			if err := c.bruteStep(ctx, s, g.start, names, out); err != nil {
 				return fmt.Errorf("brute force: %w", err)
 			}
 			if err := c.compareProjects(ctx, judged, s, g.start, out); err != nil {
 				return err
+			}
+			// The views on the message's clock, over the same step.
+			if err := c.ageStep(ctx, s, g.start, names, judged); err != nil {
+				return fmt.Errorf("brute force of the curves: %w", err)
 			}
 		}
 	}
@@ -59,6 +67,16 @@ func (c *Checker) bruteForce(ctx context.Context, w verifyWindow, judged *compar
 		return fmt.Errorf("brute force: %w", err)
 	}
 	return c.compareCoverage(ctx, judged, w, coverage)
+}
+
+// stepNames reads the names of the step s (bruteNames), which the brute
+// forces of every view of the step share.
+func (c *Checker) stepNames(ctx context.Context, s step) (bruteNamesOf, error) {
+	_, ext, err := s.filter(c.names, "project_id")
+	if err != nil {
+		return bruteNamesOf{}, err
+	}
+	return c.bruteNames(chconn.WithExternal(ctx, ext...), s)
 }
 
 // bruteNamesOf are the names the views join: each project's nft and name,
@@ -169,16 +187,12 @@ func (c *Checker) bruteTicks(ctx context.Context, spans map[string][2]uint32) (m
 
 // bruteStep computes the rows of the snapshot views for the step s, whose
 // window starts at from.
-func (c *Checker) bruteStep(ctx context.Context, s step, from uint32, out map[string]viewRows) error {
+func (c *Checker) bruteStep(ctx context.Context, s step, from uint32, names bruteNamesOf, out map[string]viewRows) error {
 	filter, ext, err := s.filter(c.names, "project_id")
 	if err != nil {
 		return err
 	}
 	ctx = chconn.WithExternal(ctx, ext...)
-	names, err := c.bruteNames(ctx, s)
-	if err != nil {
-		return err
-	}
 	priors, unfound, err := c.brutePriors(ctx, filter, from)
 	if err != nil {
 		return err

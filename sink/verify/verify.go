@@ -274,9 +274,6 @@ func (c *Checker) Verify(ctx context.Context, since time.Time) (Report, error) {
 	if err := c.bruteForce(ctx, w, judged); err != nil {
 		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
-	if err := c.compareAges(ctx, w, judged); err != nil {
-		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
-	}
 	if err := c.compareNameHealth(ctx, judged); err != nil {
 		return rep, c.conn.Redact(fmt.Errorf("verify: %w", err))
 	}
