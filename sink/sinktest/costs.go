@@ -179,6 +179,21 @@ func Normalize(q string) string {
 	return strings.TrimSpace(normSpace.ReplaceAllString(q, " "))
 }
 
+// Grown returns the statements, by text and sorted, that read more than
+// 1.2 times at depth deep what they read at shallow, or than floor where
+// shallow read less (a granule or two, which a read costs whatever the
+// depth): the rule of the tests that hold a statement's reads to what
+// changed.
+func Grown(shallow, deep map[string]uint64, floor uint64) []string {
+	var out []string
+	for _, text := range slices.Sorted(maps.Keys(deep)) {
+		if limit := max(shallow[text], floor); deep[text]*10 > limit*12 {
+			out = append(out, text)
+		}
+	}
+	return out
+}
+
 // Report formats per-text reads of two runs side by side, the texts
 // sorted by the second's reads, for a test's log.
 func Report(a, b map[string]uint64) string {
