@@ -117,29 +117,39 @@ func (c *Costs) Fill(ctx context.Context, conn driver.Conn, stmts []*Statement) 
 	for _, s := range stmts {
 		byID[s.ID] = s
 	}
-	found := 0
-	err = chconn.QueryEach(ctx, conn, fmt.Sprintf("SELECT query_id, read_rows FROM system.query_log WHERE type = 2 AND query_id LIKE '%s-%%'", c.tag),
-		func(rows driver.Rows) error {
-			var (
-				id string
-				n  uint64
-			)
-			if err := rows.Scan(&id, &n); err != nil {
-				return err
-			}
-			if s := byID[id]; s != nil {
-				s.Rows = n
-				found++
-			}
+	// 18.16 writes its log behind the flush's answer at times: a statement
+	// not yet found is looked for again, flushing each time, until the
+	// caller's context ends. A statement never found fails the reading
+	// rather than count as nothing read.
+	for {
+		err := chconn.QueryEach(ctx, conn, fmt.Sprintf("SELECT query_id, read_rows FROM system.query_log WHERE type = 2 AND query_id LIKE '%s-%%'", c.tag),
+			func(rows driver.Rows) error {
+				var (
+					id string
+					n  uint64
+				)
+				if err := rows.Scan(&id, &n); err != nil {
+					return err
+				}
+				if s := byID[id]; s != nil {
+					s.Rows = n
+					delete(byID, id)
+				}
+				return nil
+			})
+		if err != nil {
+			return fmt.Errorf("read system.query_log: %w", err)
+		}
+		if len(byID) == 0 {
 			return nil
-		})
-	if err != nil {
-		return fmt.Errorf("read system.query_log: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("system.query_log holds %d of the %d statements recorded: %w", len(stmts)-len(byID), len(stmts), ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+		_ = conn.Exec(ctx, "SYSTEM FLUSH LOGS")
 	}
-	if found == 0 && len(stmts) > 0 {
-		return fmt.Errorf("system.query_log holds none of the %d statements recorded", len(stmts))
-	}
-	return nil
 }
 
 // ByText adds up the rows read by the statements of stmts per normalized
