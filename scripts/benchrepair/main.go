@@ -31,8 +31,6 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/readsync/readsync/scripts/internal/benchdb"
-	"github.com/readsync/readsync/sink/chconn"
-	chsink "github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/verify"
 )
@@ -82,24 +80,13 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	raw, err := benchdb.DatabaseDSN(o.dsn, o.database)
-	if err != nil {
-		return err
-	}
-	d, err := chconn.ParseDSN(raw)
-	if err != nil {
-		return err
-	}
-	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	// A database kept from an earlier release's bench is brought to this
+	// one's schema, as an upgrade would.
+	ch, err := benchdb.OpenMigrated(ctx, o.dsn, o.database, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}
 	defer ch.Close()
-	// A database kept from an earlier release's bench is brought to this
-	// one's schema, as an upgrade would.
-	if err := ch.Migrate(ctx); err != nil {
-		return err
-	}
 	var snapshots, projectRows, derived uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM `"+o.database+"`.message_read_snapshots").Scan(&snapshots); err != nil {
 		return fmt.Errorf("count the snapshot rows (fill the database with make bench-bi first): %w", err)

@@ -326,22 +326,19 @@ func (h *History) deleteRows(ctx context.Context, table string, conds []string) 
 	if err != nil {
 		return fmt.Errorf("delete from %s: %w", table, err)
 	}
+	stmt := "ALTER TABLE %s%s DELETE WHERE %s"
 	if server.LightweightDeletes() {
 		// 2: the DELETE answers once every replica has marked the rows.
+		stmt = "DELETE FROM %s%s WHERE %s"
 		ctx = chconn.WithSettings(ctx, clickhouse.Settings{"lightweight_deletes_sync": 2})
-		for _, cond := range conds {
-			q := fmt.Sprintf("DELETE FROM %s%s WHERE %s", h.names.Local(table), h.names.OnCluster(), cond)
-			if err := h.conn.Exec(ctx, q); err != nil {
-				return fmt.Errorf("delete from %s: %w", table, err)
-			}
-		}
-		return nil
 	}
 	for _, cond := range conds {
-		q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE %s", h.names.Local(table), h.names.OnCluster(), cond)
-		if err := h.conn.Exec(ctx, q); err != nil {
+		if err := h.conn.Exec(ctx, fmt.Sprintf(stmt, h.names.Local(table), h.names.OnCluster(), cond)); err != nil {
 			return fmt.Errorf("delete from %s: %w", table, err)
 		}
+	}
+	if server.LightweightDeletes() {
+		return nil
 	}
 	return h.awaitMutations(ctx, table)
 }
