@@ -178,8 +178,8 @@ func tunedFlags(t *testing.T) map[string][]string {
 }
 
 // promtoolOnLabels runs the unit test groups tests on the rules of spec,
-// both without annotations: what fires and when, whatever the summaries
-// say of the values.
+// both without annotations (removed in place): what fires and when,
+// whatever the summaries say of the values.
 func promtoolOnLabels(t *testing.T, spec monitoringv1.PrometheusRuleSpec, tests []any) (string, error) {
 	t.Helper()
 	for _, g := range spec.Groups {
@@ -188,7 +188,8 @@ func promtoolOnLabels(t *testing.T, spec monitoringv1.PrometheusRuleSpec, tests 
 		}
 	}
 	for _, g := range tests {
-		for _, c := range g.(map[string]any)["alert_rule_test"].([]any) {
+		cases, _ := g.(map[string]any)["alert_rule_test"].([]any)
+		for _, c := range cases {
 			exp, _ := c.(map[string]any)["exp_alerts"].([]any)
 			for _, a := range exp {
 				delete(a.(map[string]any), "exp_annotations")
@@ -266,8 +267,7 @@ func TestChartTunedValuesChangeWhenAlertsFire(t *testing.T) {
 				}
 			}
 			spec, _ := renderedRules(t, others...)
-			tests := tunedTestGroups(t)[alert]
-			out, err := promtoolOnLabels(t, spec, tests)
+			out, err := promtoolOnLabels(t, spec, all[alert])
 			if err == nil {
 				t.Errorf("%s at its default (%v), the others tuned: the cases of %s in %s still pass; want one that fires otherwise",
 					key, defaults[alert][name], alert, tunedRulesTestFile)
