@@ -30,6 +30,22 @@ var tunedValues = []string{
 	"--set", "prometheusRule.alerts.ReadsyncHistoryOutgrowsDisk.budgetBytes=536870912000",
 	"--set", "prometheusRule.alerts.ReadsyncHistoryOutgrowsDisk.for=30m",
 	"--set", "prometheusRule.alerts.ReadsyncVerifyFailed.jobPattern=nightly-check-[0-9]+",
+	"--set", "prometheusRule.alerts.ReadsyncNamesFailing.window=6h",
+	"--set", "prometheusRule.alerts.ReadsyncNothingDelivered.afterSeconds=86400",
+	"--set", "prometheusRule.alerts.ReadsyncClickHouseRefuses.for=1h",
+	"--set", "prometheusRule.alerts.ReadsyncSpoolGrowing.window=2h",
+	"--set", "prometheusRule.alerts.ReadsyncSpoolRefusing.window=1h",
+	"--set", "prometheusRule.alerts.ReadsyncUpstreamDown.for=2h",
+	"--set-json", "prometheusRule.alerts.ReadsyncUpstreamDegraded.failedRatio=0.05",
+	"--set", "prometheusRule.alerts.ReadsyncUpstreamDegraded.window=1h",
+	"--set", "prometheusRule.alerts.ReadsyncShardCountsDisagree.for=2h",
+	"--set", "prometheusRule.alerts.ReadsyncShardsMissing.for=2h",
+	"--set", "prometheusRule.alerts.ReadsyncReconcileBehind.lagSeconds=7200",
+	"--set", "prometheusRule.alerts.ReadsyncReconcileBehind.for=1h",
+	"--set", "prometheusRule.alerts.ReadsyncNamesUnresolved.afterSeconds=21600",
+	"--set", "prometheusRule.alerts.ReadsyncNamesNotRead.for=1h",
+	"--set", "prometheusRule.alerts.ReadsyncExpiryBehind.marginSeconds=7776000",
+	"--set", "prometheusRule.alerts.ReadsyncExpiryBehind.for=3h",
 }
 
 // renderedRules renders the chart's PrometheusRule with flags and returns
@@ -142,6 +158,128 @@ func TestChartTunedAlertsPassPromtool(t *testing.T) {
 	for _, args := range [][]string{{"check", "rules", filepath.Join(dir, "readsync.rules.yaml")}, {"test", "rules", testFile}} {
 		if out, err := promtool(t, nil, args...); err != nil {
 			t.Errorf("%v:\n%s", err, out)
+		}
+	}
+}
+
+// tunedFlags splits tunedValues by the value each pair of flags sets, as
+// alert.name.
+func tunedFlags(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for i := 0; i+1 < len(tunedValues); i += 2 {
+		key, _, ok := strings.Cut(strings.TrimPrefix(tunedValues[i+1], "prometheusRule.alerts."), "=")
+		if !ok || !strings.HasPrefix(tunedValues[i], "--set") {
+			t.Fatalf("tunedValues: %q %q is no --set of a value", tunedValues[i], tunedValues[i+1])
+		}
+		out[key] = tunedValues[i : i+2]
+	}
+	return out
+}
+
+// promtoolOnLabels runs the unit test groups tests on the rules of spec,
+// both without annotations (removed in place): what fires and when,
+// whatever the summaries say of the values.
+func promtoolOnLabels(t *testing.T, spec monitoringv1.PrometheusRuleSpec, tests []any) (string, error) {
+	t.Helper()
+	for _, g := range spec.Groups {
+		for i := range g.Rules {
+			g.Rules[i].Annotations = nil
+		}
+	}
+	for _, g := range tests {
+		cases, _ := g.(map[string]any)["alert_rule_test"].([]any)
+		for _, c := range cases {
+			exp, _ := c.(map[string]any)["exp_alerts"].([]any)
+			for _, a := range exp {
+				delete(a.(map[string]any), "exp_annotations")
+			}
+		}
+	}
+	dir := t.TempDir()
+	rules, err := kyaml.Marshal(map[string]any{"groups": spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := kyaml.Marshal(map[string]any{"rule_files": []string{"readsync.rules.yaml"}, "evaluation_interval": "1m", "tests": tests})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"readsync.rules.yaml": rules, "tests.yaml": file} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return promtool(t, nil, "test", "rules", filepath.Join(dir, "tests.yaml"))
+}
+
+// tunedTestGroups reads the test groups of tunedRulesTestFile by the
+// alert they are named after.
+func tunedTestGroups(t *testing.T) map[string][]any {
+	t.Helper()
+	var file struct {
+		Tests []map[string]any `json:"tests"`
+	}
+	if err := kyaml.Unmarshal([]byte(readRepoFile(t, "deployments/"+tunedRulesTestFile)), &file); err != nil {
+		t.Fatalf("%s: %v", tunedRulesTestFile, err)
+	}
+	out := map[string][]any{}
+	for _, g := range file.Tests {
+		name, _ := g["name"].(string)
+		out[name] = append(out[name], g)
+	}
+	return out
+}
+
+// Every value of prometheusRule.alerts has a case that shows it changing
+// when its alert fires: tunedValues sets each, and with one of them back
+// at its default and the others as tuned, the cases of its alert in
+// tunedRulesTestFile fail on what fires and when (their annotations, which
+// name the values, left out), where with every value tuned they pass.
+func TestChartTunedValuesChangeWhenAlertsFire(t *testing.T) {
+	deploytest.ToolPath(t, promtoolTool) // skip before rendering anything
+	flags := tunedFlags(t)
+	spec, _ := renderedRules(t, tunedValues...)
+	all := tunedTestGroups(t)
+	var groups []any
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		groups = append(groups, all[name]...)
+	}
+	if out, err := promtoolOnLabels(t, spec, groups); err != nil {
+		t.Fatalf("the tuned cases without annotations: %v\n%s", err, out)
+	}
+	defaults := chartAlertValues(t)
+	for _, alert := range slices.Sorted(maps.Keys(defaults)) {
+		for _, name := range slices.Sorted(maps.Keys(defaults[alert])) {
+			key := alert + "." + name
+			if _, ok := flags[key]; !ok {
+				t.Errorf("tunedValues does not set prometheusRule.alerts.%s: no case shows what it changes", key)
+				continue
+			}
+			if len(all[alert]) == 0 {
+				t.Errorf("%s: no test group named %s", tunedRulesTestFile, alert)
+				continue
+			}
+			var others []string
+			for k, f := range flags {
+				if k != key {
+					others = append(others, f...)
+				}
+			}
+			spec, _ := renderedRules(t, others...)
+			out, err := promtoolOnLabels(t, spec, all[alert])
+			if err == nil {
+				t.Errorf("%s at its default (%v), the others tuned: the cases of %s in %s still pass; want one that fires otherwise",
+					key, defaults[alert][name], alert, tunedRulesTestFile)
+			} else if !strings.Contains(out, "alertname: "+alert) {
+				t.Errorf("%s at its default: promtool failed on something else than what %s fires:\n%s", key, alert, out)
+			}
+		}
+	}
+	for key := range flags {
+		alert, name, _ := strings.Cut(key, ".")
+		if _, ok := defaults[alert][name]; !ok {
+			t.Errorf("tunedValues sets %s, which values.yaml does not have", key)
 		}
 	}
 }

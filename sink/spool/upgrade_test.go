@@ -154,3 +154,112 @@ func TestPreviousReleaseSetAsideIsQuarantined(t *testing.T) {
 		t.Errorf("after a retry quarantine/ holds %v, want %s still", left, torn)
 	}
 }
+
+// Release 0.5.0's spool, as that release left it (testdata/release-0.5.0):
+// a backfill's run record it moved into quarantine/ after the server
+// refused it three times for what it holds (its sync_runs had been
+// renamed away), then a pass of schedule hourly, spooled with ClickHouse
+// unreachable, whose batch and run record the server then refused once
+// each, counted in .refusals.json. --check and the gauge report the
+// quarantined entry before and after the waiting ones replay whole; the
+// quarantine is kept until a retry, which delivers it now that the cause
+// is gone.
+func TestRelease050SpoolReplays(t *testing.T) {
+	const (
+		rows       = "01795896378479006669-rows-044fb139.json.gz"
+		run        = "01795896378480698069-run-b72674ae.json.gz"
+		quarantine = "01795896363594724587-run-f25292e7.json.gz"
+	)
+	dir := copyRelease(t, "testdata/release-0.5.0")
+	in, err := spool.Inspect(dir)
+	if err != nil || in.Entries != 2 || in.Quarantined != 1 {
+		t.Fatalf("Inspect = %+v, %v; want 2 entries waiting and 1 quarantined", in, err)
+	}
+	sp, err := spool.Open(dir, 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	if st := sp.Stats(); st.Entries != 2 || st.Quarantined != 1 {
+		t.Errorf("stats %+v; want 2 entries waiting and 1 quarantined", st)
+	}
+
+	db, ch := migrated(t)
+	ctx := context.Background()
+	if n, err := sp.Flush(ctx, ch); n != 2 || err != nil {
+		t.Fatalf("flushed %d entries (%v), want both", n, err)
+	}
+	for table, want := range map[string]uint64{"projects": 5, "messages": 8, "message_read_snapshots": 8} {
+		if got := db.Count(t, table); got != want {
+			t.Errorf("%s: %d rows, want %d", table, got, want)
+		}
+	}
+	var runID, schedule string
+	if err := db.Conn.QueryRow(ctx, "SELECT run_id, schedule FROM "+db.Table("sync_runs")).Scan(&runID, &schedule); err != nil ||
+		runID != "01a223c4-0290-7747-898a-b0396f10c4d4" || schedule != "hourly" {
+		t.Errorf("run record %q of schedule %q (%v), want the spooled pass of hourly alone", runID, schedule, err)
+	}
+	var reads, hourly uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT sum(read_count), countIf(schedule = 'hourly') FROM "+db.Table("message_read_snapshots")+" FINAL").
+		Scan(&reads, &hourly); err != nil || reads != 2248 || hourly != 8 {
+		t.Errorf("snapshots: %d reads, %d of schedule hourly (%v); want 2248 and all 8", reads, hourly, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".refusals.json")); !os.IsNotExist(err) {
+		t.Errorf(".refusals.json kept after the entries it counted were delivered: %v", err)
+	}
+	if left := entryNames(t, dir); len(left) != 0 {
+		t.Errorf("entries left: %v", left)
+	}
+	if left := entryNames(t, filepath.Join(dir, "quarantine")); !slices.Equal(left, []string{quarantine}) {
+		t.Errorf("quarantine/ holds %v, want %s", left, quarantine)
+	}
+	if in, err := spool.Inspect(dir); err != nil || in.Entries != 0 || in.Quarantined != 1 {
+		t.Errorf("after the flush Inspect = %+v, %v; want nothing waiting and 1 quarantined", in, err)
+	}
+	if st := sp.Stats(); st.Entries != 0 || st.Quarantined != 1 {
+		t.Errorf("after the flush stats %+v; want nothing waiting and 1 quarantined", st)
+	}
+
+	if n, err := sp.RetryQuarantined(ctx, ch); n != 1 || err != nil {
+		t.Fatalf("RetryQuarantined = %d, %v; want the run record delivered", n, err)
+	}
+	runs := sinktest.Lines(t, db.Conn, "SELECT concat(run_id, ' ', trigger, ' ', toString(snapshot_at)) FROM "+db.Table("sync_runs")+" ORDER BY run_id")
+	if want := []string{"01a223c3-c860-7970-9e60-62ce53c3c686 backfill 2026-03-02 03:00:00", "01a223c4-0290-7747-898a-b0396f10c4d4 cron 2026-11-28 20:06:18"}; !slices.Equal(runs, want) {
+		t.Errorf("sync_runs after the retry: %q, want %q", runs, want)
+	}
+	if st := sp.Stats(); st.Quarantined != 0 {
+		t.Errorf("after the retry %d quarantined, want none", st.Quarantined)
+	}
+}
+
+// The refusal counts 0.5.0 kept in .refusals.json go on: its run record,
+// refused once there, is quarantined at the current release's second
+// refusal of it, once the batch before it was delivered, and not at the
+// third.
+func TestRelease050RefusalCountsGoOn(t *testing.T) {
+	const run = "01795896378480698069-run-b72674ae.json.gz"
+	dir := copyRelease(t, "testdata/release-0.5.0")
+	sp, err := spool.Open(dir, 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	db, ch := migrated(t)
+	exec(t, db, "RENAME TABLE {db}.sync_runs TO {db}.sync_runs_aside")
+	ctx := context.Background()
+	if n, err := sp.Flush(ctx, ch); n != 1 || err != nil {
+		t.Fatalf("first flush = %d, %v; want the batch delivered and the run record refused", n, err)
+	}
+	if left := entryNames(t, dir); !slices.Equal(left, []string{run}) {
+		t.Fatalf("after the first flush the spool holds %v, want %s", left, run)
+	}
+	if n, err := sp.Flush(ctx, ch); n != 0 || err != nil {
+		t.Fatalf("second flush = %d, %v; want the run record refused again", n, err)
+	}
+	if left := entryNames(t, filepath.Join(dir, "quarantine")); !slices.Contains(left, run) {
+		t.Errorf("after 0.5.0's refusal and two of this release quarantine/ holds %v, want %s", left, run)
+	}
+	if st := sp.Stats(); st.Entries != 0 || st.Quarantined != 2 {
+		t.Errorf("stats %+v; want nothing waiting and both run records quarantined", st)
+	}
+}
