@@ -184,6 +184,77 @@ func TestDaemonsShareOneBacklog(t *testing.T) {
 	historytest.AssertVerified(t, chs[0], time.Time{})
 }
 
+// A daemon that stopped in the middle of a backlog holds the steps for
+// its lease only: a daemon with the default lease leaves them to it, one
+// with a lease of two seconds takes them over once two seconds have passed
+// since the dead one's last step, by the server's clock, and drains the
+// backlog; the views are then right.
+func TestReconcileTakesOverFromADeadHolder(t *testing.T) {
+	db := sinktest.New(t)
+	ctx := context.Background()
+	dead := historytest.OpenSettled(t, db)
+	h := historytest.NewHistory(t, dead)
+	historytest.WriteUnrefreshed(t, db, h, 4, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	const limit = 5
+	if rep, err := dead.ReconcileStep(ctx, "readsync-0", limit); err != nil || rep.HeldBy != "" || rep.ChangedSnapshots == 0 || rep.CaughtUp {
+		t.Fatalf("the first daemon's step: %+v, %v; want changes read and more waiting", rep, err)
+	}
+	// readsync-0 stops here, its steps recorded.
+	if rep, err := historytest.OpenSettled(t, db).ReconcileStep(ctx, "readsync-1", limit); err != nil || rep.HeldBy != "readsync-0" {
+		t.Errorf("a daemon with a lease of %s beside the stopped one: %+v, %v; want the steps left to readsync-0", derived.Lease, rep, err)
+	}
+
+	const lease = 2 * time.Second
+	quick := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second), clickhouse.WithReconcileLease(lease))
+	if err := quick.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rep, err := quick.ReconcileStep(ctx, "readsync-2", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.HeldBy == "" {
+			break
+		}
+		if rep.HeldBy != "readsync-0" {
+			t.Fatalf("a step left to %s, want readsync-0", rep.HeldBy)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readsync-2 did not take the steps over in a minute, a lease of %s", lease)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatal("readsync-2 did not drain the backlog in 10 steps")
+		}
+		rep, err := quick.ReconcileStep(ctx, "readsync-2", limit)
+		if err != nil || rep.HeldBy != "" {
+			t.Fatalf("a step of readsync-2 after it took over: %+v, %v", rep, err)
+		}
+		if rep.CaughtUp {
+			break
+		}
+	}
+	var gap int64
+	var read uint64
+	q := fmt.Sprintf(`SELECT toInt64(minIf(toUInt32(started_at), owner = 'readsync-2')) - toInt64(maxIf(toUInt32(started_at), owner = 'readsync-0')),
+    sumIf(changed_snapshots, owner = 'readsync-2')
+FROM %s WHERE keyset = 1`, db.Table("reconciles"))
+	if err := db.Conn.QueryRow(ctx, q).Scan(&gap, &read); err != nil {
+		t.Fatal(err)
+	}
+	if gap < int64(lease/time.Second) {
+		t.Errorf("readsync-2 recorded its first step %d s after readsync-0's last, within the lease of %s", gap, lease)
+	}
+	if read == 0 {
+		t.Error("readsync-2 read no change of the backlog")
+	}
+	historytest.AssertVerified(t, quick, time.Time{})
+}
+
 // A database release 0.4.0 migrated and reconciled (schema version 7)
 // holds records of its reconciles without a position. After the upgrade
 // (migration 8), the first step reads from 15 minutes before the last
