@@ -255,6 +255,53 @@ FROM %s WHERE keyset = 1`, db.Table("reconciles"))
 	historytest.AssertVerified(t, quick, time.Time{})
 }
 
+// A recomputation that died before it recorded its end counts as
+// running for the refresh lease after its start: the reconcile does not
+// leave a write made within that lease to its writer's refresh, and does
+// once the lease passed. One of project 1 that started ten seconds before
+// project 1's write keeps the write from its writer under the lease of
+// five minutes, and no longer under one of two seconds.
+func TestRefreshLeaseEndsADeadRecomputation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []clickhouse.Option
+		left bool
+	}{
+		{"default", nil, false},
+		{"2s", []clickhouse.Option{clickhouse.WithRefreshLease(2 * time.Second)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := sinktest.New(t)
+			ctx := context.Background()
+			ch := historytest.OpenSink(t, db.DSN, append(c.opts, clickhouse.WithReconcileSettle(time.Second))...)
+			if err := ch.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			q := fmt.Sprintf("INSERT INTO %s (kind, at, refresh_id, project_id, snapshot_at, read_at) SELECT %d, now() - 10, 7, toInt64(1), toDateTime(0), now() - 10",
+				db.Table(schema.Refreshes), schema.RefreshStarts)
+			if err := db.Conn.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			h := historytest.NewHistory(t, ch)
+			b := h.Fetch(1, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC), h.NextVersion())
+			h.Write(&b)
+			sinktest.AwaitSettled(t, db.Conn, time.Second) // WithReconcileSettle
+			rep, err := ch.ReconcileStep(ctx, "", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			if c.left {
+				want = rep.ChangedSnapshots
+			}
+			if rep.ChangedSnapshots == 0 || rep.LeftToWriters != want {
+				t.Errorf("the reconcile left %d of %d changed snapshots to their writer, want %d", rep.LeftToWriters, rep.ChangedSnapshots, want)
+			}
+			historytest.AssertVerified(t, ch, time.Time{})
+		})
+	}
+}
+
 // A database release 0.4.0 migrated and reconciled (schema version 7)
 // holds records of its reconciles without a position. After the upgrade
 // (migration 8), the first step reads from 15 minutes before the last
