@@ -2,7 +2,10 @@ package docs_test
 
 import (
 	"bufio"
+	"go/ast"
 	"go/build"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -146,7 +149,9 @@ func countLines(t *testing.T, path string) int {
 }
 
 // Every package of the layout and every path the document names in code
-// quotes exists.
+// quotes exists; a path with an exported name after its package's
+// (`sink/schema/migrate.Apply`) names what that package declares, so that
+// the package the document places it in is the one it is in.
 func TestDesignPathsExist(t *testing.T) {
 	doc := readDoc(t, designDoc)
 	layout := section(t, doc, designDoc, "## Layout")
@@ -164,9 +169,64 @@ func TestDesignPathsExist(t *testing.T) {
 	if len(paths) < 30 {
 		t.Fatalf("found %d paths in %s; the parse missed them", len(paths), designDoc)
 	}
+	declared := regexp.MustCompile(`^(.+)\.([A-Z][A-Za-z0-9_]*)$`)
+	symbols := 0
 	for _, p := range paths {
+		if m := declared.FindStringSubmatch(p); m != nil {
+			symbols++
+			if !declares(t, m[1], m[2]) {
+				t.Errorf("%s names %s: package %s declares no %s", designDoc, p, m[1], m[2])
+			}
+			continue
+		}
 		if _, err := os.Stat(filepath.Join("..", strings.TrimSuffix(p, "/"))); err != nil {
 			t.Errorf("%s names %s: %v", designDoc, p, err)
 		}
 	}
+	if symbols == 0 {
+		t.Errorf("%s names no package's declaration, such as sink/schema/migrate.Apply: the parse missed them", designDoc)
+	}
+}
+
+// declares reports whether the package in dir (tests left out) declares
+// name at its top level.
+func declares(t *testing.T, dir, name string) bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, d := range file.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil && d.Name.Name == name {
+					return true
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						if s.Name.Name == name {
+							return true
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							if n.Name == name {
+								return true
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return false
 }

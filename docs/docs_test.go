@@ -262,3 +262,24 @@ func anchors(doc string) []string {
 	}
 	return out
 }
+
+// The image tags kubernetes.md's examples deploy name the latest release,
+// the newest version the changelog has a section of: a user who copies
+// them runs what was released last, not an older release.
+func TestKubernetesExamplesDeployTheLatestRelease(t *testing.T) {
+	changelog := readDoc(t, "../CHANGELOG.md")
+	release := regexp.MustCompile(`(?m)^## (\d+\.\d+\.\d+)$`).FindStringSubmatch(changelog)
+	if release == nil {
+		t.Fatal("CHANGELOG.md has no section of a release (## x.y.z)")
+	}
+	doc := readDoc(t, "kubernetes.md")
+	tags := regexp.MustCompile(`(?:newTag: |image\.tag=)(\S+)`).FindAllStringSubmatch(doc, -1)
+	if len(tags) < 3 {
+		t.Fatalf("kubernetes.md names %d image tags of a release; the parse missed them", len(tags))
+	}
+	for _, m := range tags {
+		if m[1] != release[1] {
+			t.Errorf("kubernetes.md deploys the tag %s in an example (%q), not the latest release, %s", m[1], m[0], release[1])
+		}
+	}
+}

@@ -285,6 +285,7 @@ func (a *app) reconcileLoop(ch *clickhouse.ClickHouse, board *status.Board) *der
 		Ready:       ch.Migrated,
 		Owner:       a.reconcileOwner(),
 		Limit:       derived.DefaultStepChanges,
+		Lease:       ch.ReconcileLease(),
 		Settle:      ch.ReconcileSettle(),
 		Idle:        reconcileIdle,
 		StepTimeout: reconcileStepTimeout,

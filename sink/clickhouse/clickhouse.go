@@ -72,6 +72,21 @@ func WithReconcileSettle(d time.Duration) Option {
 	return func(o *options) { o.history = append(o.history, derived.WithSettle(d)) }
 }
 
+// WithReconcileLease makes the other daemons leave the reconcile steps to
+// the one that recorded the latest step for d rather than for
+// derived.Lease (see derived.History.Lease): for tests of a daemon that
+// takes over from one that stopped.
+func WithReconcileLease(d time.Duration) Option {
+	return func(o *options) { o.history = append(o.history, derived.WithLease(d)) }
+}
+
+// WithRefreshLease makes a recomputation that recorded no end count as
+// running for d after its start (see derived.History.RefreshLease): for
+// tests.
+func WithRefreshLease(d time.Duration) Option {
+	return func(o *options) { o.history = append(o.history, derived.WithRefreshLease(d)) }
+}
+
 // WithResort tunes the move of message_read_snapshots onto its sort key
 // (see resort.Options): for tests that move a small table at once.
 func WithResort(r resort.Options) Option { return func(o *options) { o.resort = r } }

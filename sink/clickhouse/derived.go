@@ -25,6 +25,10 @@ func (c *ClickHouse) Reconcile(ctx context.Context) (derived.ReconcileReport, er
 // change (see derived.History.Settle).
 func (c *ClickHouse) ReconcileSettle() time.Duration { return c.history.Settle() }
 
+// ReconcileLease is how long after a daemon's reconcile step the other
+// daemons leave the steps to it (see derived.History.Lease).
+func (c *ClickHouse) ReconcileLease() time.Duration { return c.history.Lease() }
+
 // ReconcileStep runs one bounded step of the reconcile as owner, a
 // daemon process's name (see derived.History.ReconcileStep): what the
 // daemon's reconcile loop runs.

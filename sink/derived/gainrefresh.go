@@ -92,7 +92,7 @@ func (h *History) refreshRacedTips(ctx context.Context, id uint64, prepared *Pre
 	// Every record read was made before this read: a recomputation found
 	// started before now, and raced the refresh unless it ended before
 	// the refresh's reads began.
-	recs, err := h.recomputationsWithin(ctx, projects, []timeRange{{sub(prepared.readAt, secs(refreshLease)), prepared.readAt + secs(refreshSpan)}})
+	recs, err := h.recomputationsWithin(ctx, projects, []timeRange{{sub(prepared.readAt, secs(h.RefreshLease())), prepared.readAt + secs(refreshSpan)}})
 	if err != nil {
 		return err
 	}

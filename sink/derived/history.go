@@ -22,8 +22,10 @@ type History struct {
 	names chconn.Names // names the database and the tables in it
 
 	// settle, when positive, replaces the reconcile's settle delay (see
-	// Settle).
-	settle time.Duration
+	// Settle); lease and refreshLease, when positive, replace the leases
+	// of the same names (see Lease and RefreshLease).
+	settle              time.Duration
+	lease, refreshLease time.Duration
 
 	// reconcileMu makes this process's reconcile steps run one at a time.
 	reconcileMu sync.Mutex
@@ -43,6 +45,16 @@ type Option func(*History)
 // of the delay that makes sure it is visible (see History.Settle): for
 // tests that write and reconcile in turn, one process at a time.
 func WithSettle(d time.Duration) Option { return func(h *History) { h.settle = d } }
+
+// WithLease makes the other daemons leave the steps to the one that
+// recorded the latest step for d, instead of Lease (see History.Lease):
+// for tests of a daemon that takes over from one that stopped.
+func WithLease(d time.Duration) Option { return func(h *History) { h.lease = d } }
+
+// WithRefreshLease makes a recomputation that recorded no end count as
+// running for d after its start, instead of refreshLease (see
+// History.RefreshLease): for tests of a recomputation that died.
+func WithRefreshLease(d time.Duration) Option { return func(h *History) { h.refreshLease = d } }
 
 // New returns the History of the database of c.
 func New(c *chconn.Conn, opts ...Option) *History {

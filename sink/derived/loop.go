@@ -22,10 +22,14 @@ type LoopConfig struct {
 	// applied); until it does, the loop waits.
 	Ready func() bool
 	// Owner names this process in the steps it records, so that other
-	// daemons leave the work to it (see Lease).
+	// daemons leave the work to it (see History.Lease).
 	Owner string
 	// Limit bounds the changes a step reads; DefaultStepChanges when 0.
 	Limit int
+	// Lease is how long another daemon's step holds the steps (see
+	// History.Lease): while one does, the loop looks again within half of
+	// it. Lease when 0.
+	Lease time.Duration
 	// Settle is how long a change waits before a step reads it (see
 	// History.Settle): after a step that left only younger changes, the
 	// loop looks again that much later.
@@ -62,6 +66,9 @@ type Loop struct {
 func NewLoop(cfg LoopConfig) *Loop {
 	if cfg.Limit <= 0 {
 		cfg.Limit = DefaultStepChanges
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = Lease
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -117,7 +124,7 @@ func (l *Loop) step(ctx, sctx context.Context) (loop.Next, error) {
 	}
 	if rep.HeldBy != "" {
 		// Another daemon runs the steps; look again within its lease.
-		return loop.Next{Wait: min(l.cfg.Idle, Lease/2)}, nil
+		return loop.Next{Wait: min(l.cfg.Idle, l.cfg.Lease/2)}, nil
 	}
 	if rep.ChangedSnapshots+rep.ChangedTicks > 0 {
 		l.cfg.Log.Info("reconcile step", "changed_snapshots", rep.ChangedSnapshots, "changed_ticks", rep.ChangedTicks,

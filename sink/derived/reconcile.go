@@ -57,7 +57,8 @@ const legacyOverlap = 15 * time.Minute
 
 // Lease is how long after a daemon's step the other daemons leave the
 // steps to it: one process drains a backlog, and another takes over
-// within Lease when it stops.
+// within Lease when it stops. It is History.Lease unless WithLease gave
+// New another.
 const Lease = 2 * time.Minute
 
 // Position is where a reconcile has read the change logs up to: the last
@@ -183,8 +184,9 @@ type StepReport struct {
 	// Pending counts the change log rows after To, older than the
 	// horizon or not, up to PendingCap per log.
 	Pending uint64
-	// HeldBy names the daemon process whose step, within Lease, made this
-	// one leave the work to it; empty when the step ran.
+	// HeldBy names the daemon process whose step, within the lease
+	// (History.Lease), made this one leave the work to it; empty when the
+	// step ran.
 	HeldBy string
 	// ReadRows and ReadBytes are what the server read for the step, as
 	// it reported them.
@@ -263,7 +265,8 @@ func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 // ReconcileStep runs one step (see above) and records it, as owner: a
 // daemon process's name, or empty for a one-off command. A daemon leaves
 // the step to another daemon whose step the reconciles table records
-// within Lease (HeldBy says whose); a one-off command always runs it.
+// within the lease (History.Lease; HeldBy says whose); a one-off command
+// always runs it.
 // Concurrent steps, in this process or others, are safe: a refresh of
 // what is current writes nothing that changes a view.
 func (h *History) ReconcileStep(ctx context.Context, owner string, limit int) (StepReport, error) {
@@ -550,11 +553,12 @@ func wrapPosition(err error) error {
 }
 
 // claim returns the daemon that holds the steps, empty when it is owner:
-// the one that recorded the latest step within Lease. A daemon that does
-// not hold them but finds nobody does records a step that reads nothing
-// at pos and asks again, so that of several daemons starting together,
-// or outliving the holder together, one takes the steps; it claims them
-// only when changes wait after pos (idle says none did).
+// the one that recorded the latest step within the lease (History.Lease).
+// A daemon that does not hold them but finds nobody does records a step
+// that reads nothing at pos and asks again, so that of several daemons
+// starting together, or outliving the holder together, one takes the
+// steps; it claims them only when changes wait after pos (idle says none
+// did).
 func (h *History) claim(ctx context.Context, owner string, now uint32, pos Position) (holder string, idle bool, err error) {
 	for claimed := false; ; claimed = true {
 		holder, at, err := h.lastDaemonStep(ctx)
@@ -563,7 +567,7 @@ func (h *History) claim(ctx context.Context, owner string, now uint32, pos Posit
 			return "", false, err
 		case holder == owner:
 			return "", false, nil
-		case holder != "" && int64(now)-int64(at) < int64(Lease/time.Second):
+		case holder != "" && int64(now)-int64(at) < int64(h.Lease()/time.Second):
 			return holder, false, nil
 		case claimed:
 			// The claim is not read back (a replica behind): run the step,
@@ -638,6 +642,15 @@ func (h *History) recordStep(ctx context.Context, rep StepReport, owner string, 
 		return fmt.Errorf("reconcile: record the step in %s: %w", schema.Reconciles, err)
 	}
 	return nil
+}
+
+// Lease is how long after a daemon's step the other daemons leave the
+// steps to it: Lease, or what WithLease gave New.
+func (h *History) Lease() time.Duration {
+	if h.lease > 0 {
+		return h.lease
+	}
+	return Lease
 }
 
 // Settle is how long after its time a step waits to read a change (see

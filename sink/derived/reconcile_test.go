@@ -184,6 +184,124 @@ func TestDaemonsShareOneBacklog(t *testing.T) {
 	historytest.AssertVerified(t, chs[0], time.Time{})
 }
 
+// A daemon that stopped in the middle of a backlog holds the steps for
+// its lease only: a daemon with the default lease leaves them to it, one
+// with a lease of two seconds takes them over once two seconds have passed
+// since the dead one's last step, by the server's clock, and drains the
+// backlog; the views are then right.
+func TestReconcileTakesOverFromADeadHolder(t *testing.T) {
+	db := sinktest.New(t)
+	ctx := context.Background()
+	dead := historytest.OpenSettled(t, db)
+	h := historytest.NewHistory(t, dead)
+	historytest.WriteUnrefreshed(t, db, h, 4, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	const limit = 5
+	if rep, err := dead.ReconcileStep(ctx, "readsync-0", limit); err != nil || rep.HeldBy != "" || rep.ChangedSnapshots == 0 || rep.CaughtUp {
+		t.Fatalf("the first daemon's step: %+v, %v; want changes read and more waiting", rep, err)
+	}
+	// readsync-0 stops here, its steps recorded.
+	if rep, err := historytest.OpenSettled(t, db).ReconcileStep(ctx, "readsync-1", limit); err != nil || rep.HeldBy != "readsync-0" {
+		t.Errorf("a daemon with a lease of %s beside the stopped one: %+v, %v; want the steps left to readsync-0", derived.Lease, rep, err)
+	}
+
+	const lease = 2 * time.Second
+	quick := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second), clickhouse.WithReconcileLease(lease))
+	if err := quick.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rep, err := quick.ReconcileStep(ctx, "readsync-2", limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.HeldBy == "" {
+			break
+		}
+		if rep.HeldBy != "readsync-0" {
+			t.Fatalf("a step left to %s, want readsync-0", rep.HeldBy)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readsync-2 did not take the steps over in a minute, a lease of %s", lease)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := 0; ; i++ {
+		if i == 10 {
+			t.Fatal("readsync-2 did not drain the backlog in 10 steps")
+		}
+		rep, err := quick.ReconcileStep(ctx, "readsync-2", limit)
+		if err != nil || rep.HeldBy != "" {
+			t.Fatalf("a step of readsync-2 after it took over: %+v, %v", rep, err)
+		}
+		if rep.CaughtUp {
+			break
+		}
+	}
+	var gap int64
+	var read uint64
+	q := fmt.Sprintf(`SELECT toInt64(minIf(toUInt32(started_at), owner = 'readsync-2')) - toInt64(maxIf(toUInt32(started_at), owner = 'readsync-0')),
+    sumIf(changed_snapshots, owner = 'readsync-2')
+FROM %s WHERE keyset = 1`, db.Table("reconciles"))
+	if err := db.Conn.QueryRow(ctx, q).Scan(&gap, &read); err != nil {
+		t.Fatal(err)
+	}
+	if gap < int64(lease/time.Second) {
+		t.Errorf("readsync-2 recorded its first step %d s after readsync-0's last, within the lease of %s", gap, lease)
+	}
+	if read == 0 {
+		t.Error("readsync-2 read no change of the backlog")
+	}
+	historytest.AssertVerified(t, quick, time.Time{})
+}
+
+// A recomputation that died before it recorded its end counts as
+// running for the refresh lease after its start: the reconcile does not
+// leave a write made within that lease to its writer's refresh, and does
+// once the lease passed. One of project 1 that started ten seconds before
+// project 1's write keeps the write from its writer under the lease of
+// five minutes, and no longer under one of two seconds.
+func TestRefreshLeaseEndsADeadRecomputation(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []clickhouse.Option
+		left bool
+	}{
+		{"default", nil, false},
+		{"2s", []clickhouse.Option{clickhouse.WithRefreshLease(2 * time.Second)}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			db := sinktest.New(t)
+			ctx := context.Background()
+			ch := historytest.OpenSink(t, db.DSN, append(c.opts, clickhouse.WithReconcileSettle(time.Second))...)
+			if err := ch.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			q := fmt.Sprintf("INSERT INTO %s (kind, at, refresh_id, project_id, snapshot_at, read_at) SELECT %d, now() - 10, 7, toInt64(1), toDateTime(0), now() - 10",
+				db.Table(schema.Refreshes), schema.RefreshStarts)
+			if err := db.Conn.Exec(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+			h := historytest.NewHistory(t, ch)
+			b := h.Fetch(1, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC), h.NextVersion())
+			h.Write(&b)
+			sinktest.AwaitSettled(t, db.Conn, time.Second) // WithReconcileSettle
+			rep, err := ch.ReconcileStep(ctx, "", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			if c.left {
+				want = rep.ChangedSnapshots
+			}
+			if rep.ChangedSnapshots == 0 || rep.LeftToWriters != want {
+				t.Errorf("the reconcile left %d of %d changed snapshots to their writer, want %d", rep.LeftToWriters, rep.ChangedSnapshots, want)
+			}
+			historytest.AssertVerified(t, ch, time.Time{})
+		})
+	}
+}
+
 // A database release 0.4.0 migrated and reconciled (schema version 7)
 // holds records of its reconciles without a position. After the upgrade
 // (migration 8), the first step reads from 15 minutes before the last

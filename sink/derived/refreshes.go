@@ -33,7 +33,7 @@ import (
 //     other, the second saw the first's write;
 //   - no recomputation of the project but the writer's own ran at any
 //     time from the reads' start to the refresh's end (one that recorded
-//     no end counts as running for refreshLease after its start): it may
+//     no end counts as running for RefreshLease after its start): it may
 //     have read the derived rows the refresh built on before it wrote
 //     them anew, or written them after the refresh read them;
 //   - and it was done before the step's horizon, so that every change and
@@ -46,8 +46,19 @@ import (
 
 // refreshLease is how long after it starts a recomputation that recorded
 // no end may still write derived rows: a reconcile step's or a write's own
-// budget (Lease, two minutes), with room to spare.
+// budget (Lease, two minutes), with room to spare. It is
+// History.RefreshLease unless WithRefreshLease gave New another.
 const refreshLease = 5 * time.Minute
+
+// RefreshLease is how long after it starts a recomputation that recorded
+// no end may still write derived rows: refreshLease, or what
+// WithRefreshLease gave New.
+func (h *History) RefreshLease() time.Duration {
+	if h.refreshLease > 0 {
+		return h.refreshLease
+	}
+	return refreshLease
+}
 
 // refreshSpan is how long after its change a write's refresh may be done:
 // a write attempt's budget (two minutes), with room to spare.
@@ -171,7 +182,7 @@ func (h *History) leftToWriters(ctx context.Context, changes []SnapshotChange, h
 		d := done[c]
 		projects[c.Project] = true
 		near = append(near, timeRange{sub(d.readAt, settle), d.at})
-		ran = append(ran, timeRange{sub(d.readAt, secs(refreshLease)), d.at})
+		ran = append(ran, timeRange{sub(d.readAt, secs(h.RefreshLease())), d.at})
 	}
 	list := slices.Sorted(maps.Keys(projects))
 	others, err := h.changesWithin(ctx, list, mergeRanges(near, maxRanges))
@@ -263,7 +274,7 @@ func (h *History) writersRefreshes(ctx context.Context, changes []SnapshotChange
 }
 
 // recomputation is when a recomputation of a project ran: from its start
-// to its end, or to refreshLease after its start if it recorded none.
+// to its end, or to RefreshLease after its start if it recorded none.
 type recomputation struct {
 	id         uint64
 	start, end uint32
@@ -277,10 +288,10 @@ func (h *History) recomputationsWithin(ctx context.Context, projects []int64, ra
 		return nil, err
 	}
 	// A recomputation that started within ranges ends at most
-	// refreshLease later.
+	// RefreshLease later.
 	var ending []timeRange
 	for _, r := range ranges {
-		ending = append(ending, timeRange{r.lo, r.hi + secs(refreshLease)})
+		ending = append(ending, timeRange{r.lo, r.hi + secs(h.RefreshLease())})
 	}
 	ends, err := h.readRefreshes(ctx, schema.RefreshEnds, projects, mergeRanges(ending, maxRanges))
 	if err != nil {
@@ -301,7 +312,7 @@ func (h *History) recomputationsWithin(ctx context.Context, projects []int64, ra
 		for _, r := range rs {
 			end, ok := endOf[key{r.id, p}]
 			if !ok {
-				end = r.at + secs(refreshLease)
+				end = r.at + secs(h.RefreshLease())
 			}
 			out[p] = append(out[p], recomputation{r.id, r.at, end})
 		}

@@ -177,12 +177,6 @@ func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 	if err := ch.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The view counts a fast schedule's passes in a row from the start of
-	// the hour a day ago: not within the last half minute of an hour, so
-	// that the hour the test counts from is the view's.
-	if left := time.Until(time.Now().Truncate(time.Hour).Add(time.Hour)); left < 30*time.Second {
-		time.Sleep(left + time.Second)
-	}
 	now := time.Now().UTC().Truncate(time.Second)
 	pass := func(schedule string, at time.Time, failing, succeeding []string) {
 		t.Helper()
@@ -218,25 +212,55 @@ func TestNameHealthCountsASlowScheduleBeyondADay(t *testing.T) {
 		pass("daily", at, failing, succeeding)
 	}
 	// A pass every twenty minutes over the last 26 hours (64 of them span
-	// less than a day), none within a minute of the day's start: its name
-	// fails at every one, and counts the day's failures, and the passes in
-	// a row of the hours of the day (from the start of the hour a day ago).
-	var fastDay, fastHours int
+	// less than a day), none within five minutes of the day's start: its
+	// name fails at every one, and counts the day's failures, and the
+	// passes in a row of the hours of the day (from the start of the hour
+	// a day ago).
+	var fast []time.Time
 	for at := now.Add(-26*time.Hour + 5*time.Minute); at.Before(now); at = at.Add(20 * time.Minute) {
 		pass("fast", at, []string{"fast-broken.eth"}, nil)
-		if !at.Before(now.Add(-24 * time.Hour)) {
-			fastDay++
+		fast = append(fast, at)
+	}
+	// The hour a day ago is the view's by the server's clock when it is
+	// read: the names are read between two reads of that clock, again
+	// when its hour changed between them, and the fast name's counts are
+	// taken from the first.
+	serverNow := func() time.Time {
+		t.Helper()
+		var at uint32
+		if err := db.Conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&at); err != nil {
+			t.Fatal(err)
 		}
-		if !at.Before(now.Add(-24 * time.Hour).Truncate(time.Hour)) {
-			fastHours++
+		return time.Unix(int64(at), 0).UTC()
+	}
+	var (
+		got  map[string]clickhouse.NameHealth
+		read time.Time
+	)
+	for attempt := 0; ; attempt++ {
+		if attempt == 3 {
+			t.Fatal("the server's hour changed during each of three reads of the failing names")
+		}
+		read = serverNow()
+		got = map[string]clickhouse.NameHealth{}
+		if err := ch.FailingNames(ctx, nil, func(h clickhouse.NameHealth) error {
+			got[h.Schedule+"/"+h.NFT] = h
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if serverNow().Truncate(time.Hour).Equal(read.Truncate(time.Hour)) {
+			break
 		}
 	}
-	got := map[string]clickhouse.NameHealth{}
-	if err := ch.FailingNames(ctx, nil, func(h clickhouse.NameHealth) error {
-		got[h.Schedule+"/"+h.NFT] = h
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	var fastDay, fastHours int
+	for _, at := range fast {
+		if !at.Before(read.Add(-24 * time.Hour)) {
+			fastDay++
+		}
+		if !at.Before(read.Add(-24 * time.Hour).Truncate(time.Hour)) {
+			fastHours++
+		}
 	}
 	want := map[string][2]uint64{ // failures of the day, passes in a row
 		"daily/broken.eth":     {1, 10},

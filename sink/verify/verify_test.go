@@ -125,6 +125,96 @@ WHERE project_id = 1 AND message_id = 101 AND age_hours = 20`, db.Table("message
 	historytest.AssertVerified(t, ch, time.Time{})
 }
 
+// Each view --verify judges that TestVerifyFindsAndRepairsEachDifference
+// and TestVerifyFindsAndRepairsNameHealth leave undamaged is damaged on
+// its own, in the rows under it (its rollup, or the view's definition
+// where it reads the stored history itself): the report names the row
+// that differs in that view, and Repair mends it.
+func TestVerifyFindsAndRepairsEachViewDamaged(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	ctx := context.Background()
+	h := historytest.NewHistory(t, ch)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 6 {
+		h.Pass(day.Add(time.Duration(4*i) * time.Hour))
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+	// A refresh key that outranks every refresh's: those of this release
+	// start with 1, and an hour's has refreshKeyLen (80) characters.
+	const outranks = "'9'"
+	hourKey := "'" + strings.Repeat("9", 80) + "'"
+	// copyAgeRow writes message's row of its age bucket from into its
+	// bucket to, as if the message had been seen at that age: a curve
+	// the snapshots do not have.
+	copyAgeRow := func(project, message, from, to int) string {
+		return fmt.Sprintf(`INSERT INTO %[1]s (project_id, message_id, age_hours, age_at, age_row, age_first)
+SELECT project_id, message_id, toUInt32(%[4]d), toDateTime(toUInt32(age_at) - age_hours * 3600 + %[4]d * 3600), age_row, age_first FROM %[1]s
+WHERE project_id = %[2]d AND message_id = %[5]d AND age_hours = %[3]d`, db.Table(schema.AgeRollup), project, from, to, project*100+message)
+	}
+	for _, c := range []struct {
+		view string
+		// damage returns the statements that damage the view.
+		damage func(t *testing.T) []string
+		want   string
+	}{
+		{schema.DailyGainsView, func(*testing.T) []string {
+			// Project 2's day with reads gained nobody read.
+			return []string{fmt.Sprintf(`INSERT INTO %s (project_id, day, day_gain_state)
+SELECT toInt64(2), toDate('2026-03-01'), argMaxState((toUInt64(6), toUInt64(0), toInt64(12345), toUInt64(0)), %s)`,
+				db.Table(schema.DayGainsRollup), outranks)}
+		}, "wrong   project_id=2 day=2026-03-01"},
+		{schema.CoverageView, func(t *testing.T) []string {
+			// The view itself altered: a tick counted ok when it failed.
+			stmts := schema.RewriteView(chconn.NewNames(db.Name, chconn.Topology{}), schema.CoverageView)
+			last := len(stmts) - 1
+			altered := strings.Replace(stmts[last], "min(status = 'ok') AS tick_ok", "min(status = 'failed') AS tick_ok", 1)
+			if altered == stmts[last] {
+				t.Fatalf("schedule_coverage counts no tick_ok as min(status = 'ok'):\n%s", stmts[last])
+			}
+			stmts[last] = altered
+			return stmts
+		}, `wrong   schedule="every-4h" day=2026-03-01`},
+		{schema.HourlyView, func(*testing.T) []string {
+			// Project 3's hour at 08:00 with reads its messages never had.
+			return []string{fmt.Sprintf(`INSERT INTO %s (project_id, hour, hour_state)
+SELECT toInt64(3), toDateTime('2026-03-01 08:00:00', 'UTC'), maxState(%s)`,
+				db.Table(schema.HourRollup), schema.HourRow(hourKey, "toUInt64(5)", "toUInt64(12345)", "toUInt64(99999)"))}
+		}, "wrong   project_id=3 hour=2026-03-01T08:00:00Z"},
+		{schema.HourlyGainsView, func(*testing.T) []string {
+			// Project 4's hour at 12:00 with reads gained nobody read.
+			return []string{fmt.Sprintf(`INSERT INTO %s (project_id, hour, hour_gain_state)
+SELECT toInt64(4), toDateTime('2026-03-01 12:00:00', 'UTC'), argMaxState((toUInt64(1), toUInt64(0), toInt64(12345), toUInt64(0)), %s)`,
+				db.Table(schema.HourGainsRollup), outranks)}
+		}, "wrong   project_id=4 hour=2026-03-01T12:00:00Z"},
+		{schema.SpeedView, func(*testing.T) []string {
+			// Message 201 read at an hour of age as much as at 20 hours.
+			return []string{copyAgeRow(2, 1, 20, 1)}
+		}, "wrong   project_id=2 message_id=201"},
+		{schema.ProjectByAgeView, func(*testing.T) []string {
+			// Message 101 seen 30 hours old, as only message 102 was of
+			// project 1's messages.
+			return []string{copyAgeRow(1, 1, 20, 30)}
+		}, "wrong   project_id=1 age_hours=30"},
+	} {
+		t.Run(c.view, func(t *testing.T) {
+			for _, q := range c.damage(t) {
+				if err := db.Conn.Exec(ctx, q); err != nil {
+					t.Fatalf("%v\n%s", err, q)
+				}
+			}
+			rep, err := ch.Verify(ctx, time.Time{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantDiff(t, rep, c.view, c.want)
+			if err := ch.Repair(ctx, rep); err != nil {
+				t.Fatal(err)
+			}
+			historytest.AssertVerified(t, ch, time.Time{})
+		})
+	}
+}
+
 // mutations returns the mutations of db's tables the server records, by
 // table and id, with their commands.
 func mutations(t *testing.T, db *sinktest.DB) map[string]string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,14 +143,18 @@ func TestMoveToTheSortKeyFromPreviousRelease(t *testing.T) {
 // its end: message 101 of projects 1 to projects in turn, versions from
 // 1<<50 on. A write that finds no table (between the two renames of a
 // swap) is dropped, as readsync would retry or spool it; any other error
-// fails the test. stop ends the writes after a last moment and returns how
-// many landed.
+// fails the test. stop ends the writes once one begun after the call has
+// landed (a write after the move, the table swapped), and returns how many
+// landed.
 func startPreviousReleaseWriter(ctx context.Context, t *testing.T, conn driver.Conn, table string, projects int) (stop func() int) {
 	var (
 		written int
 		werr    error
 		done    = make(chan struct{})
 		wg      sync.WaitGroup
+		// begun counts the writes begun; landed is the count at the
+		// start of the last write that landed.
+		begun, landed atomic.Int64
 	)
 	wg.Go(func() {
 		at := time.Date(2026, 4, 10, 0, 0, 0, 0, time.UTC)
@@ -159,6 +164,7 @@ func startPreviousReleaseWriter(ctx context.Context, t *testing.T, conn driver.C
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
+			n := begun.Add(1)
 			batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" (project_id, message_id, snapshot_at, read_count, total, percent, fetched_at, version, schedule)")
 			if err == nil {
 				ts := at.Add(time.Duration(i) * time.Minute)
@@ -170,6 +176,7 @@ func startPreviousReleaseWriter(ctx context.Context, t *testing.T, conn driver.C
 			switch {
 			case err == nil:
 				written++
+				landed.Store(n)
 			case !strings.Contains(err.Error(), "doesn't exist") && !strings.Contains(err.Error(), "does not exist"):
 				werr = errors.Join(werr, err)
 			}
@@ -177,11 +184,18 @@ func startPreviousReleaseWriter(ctx context.Context, t *testing.T, conn driver.C
 	})
 	return func() int {
 		t.Helper()
-		time.Sleep(300 * time.Millisecond)
+		mark := begun.Load()
+		deadline := time.Now().Add(time.Minute)
+		for landed.Load() <= mark && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
 		close(done)
 		wg.Wait()
 		if werr != nil {
 			t.Fatalf("the previous release's writes: %v", werr)
+		}
+		if landed.Load() <= mark {
+			t.Fatal("no write of the previous release landed in the minute after the move")
 		}
 		return written
 	}
