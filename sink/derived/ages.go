@@ -43,14 +43,17 @@ func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapsho
 		return err
 	}
 	rows := 0
+	aged := map[msgKey]bool{}
 	for _, s := range snapshots {
-		c := created[msgKey{s.ProjectID, s.MessageID}]
+		k := msgKey{s.ProjectID, s.MessageID}
+		c := created[k]
 		if c == 0 {
 			continue
 		}
 		if err := t.Append(s.ProjectID, s.MessageID, c.Time(), s.SnapshotAt.Time(), s.Version, s.ReadCount, s.Total, s.Percent); err != nil {
 			return err
 		}
+		aged[k] = true
 		rows++
 	}
 	if rows == 0 {
@@ -58,6 +61,34 @@ func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapsho
 	}
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), t), schema.AgeFill(h.names, "aged")); err != nil {
 		return h.conn.Redact(fmt.Errorf("add %d snapshot rows to %s: %w", rows, schema.AgeRollup, err))
+	}
+	return h.refreshSpeeds(ctx, aged)
+}
+
+// refreshSpeeds computes again the speed rollup's rows of the messages a
+// write added age rows of, from their curves in the age rollup (package
+// schema's speed.go): the rows of those messages only, read by the sort
+// key. A message's curve is all of its age rows, 73 and one a day of
+// age, so what this reads grows with the age of the messages written
+// (bounded by the daily retention, which drops a curve's oldest rows),
+// not with the history of anything else.
+func (h *History) refreshSpeeds(ctx context.Context, messages map[msgKey]bool) error {
+	t, err := chconn.NewExtTable("sped", "project_id", "Int64", "message_id", "Int64")
+	if err != nil {
+		return err
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for k := range messages {
+		if err := t.Append(k.project, k.message); err != nil {
+			return err
+		}
+		lo, hi = min(lo, k.project), max(hi, k.project)
+	}
+	// The range narrows the read on 18.16, which narrows nothing by an
+	// IN of an external table.
+	q := schema.SpeedRefill(h.names, fmt.Sprintf("project_id BETWEEN %d AND %d AND %s", lo, hi, h.names.InExt("project_id, message_id", "sped")))
+	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), t), q); err != nil {
+		return h.conn.Redact(fmt.Errorf("refresh the %s rows of %d messages: %w", schema.SpeedRollup, len(messages), err))
 	}
 	return nil
 }
@@ -125,6 +156,20 @@ func (h *History) refillAges(ctx context.Context, set chconn.SnapshotSet) error 
 	q := schema.AgeRefill(h.names, projects+" AND "+in, projects+" AND "+h.names.InExt("project_id", "aged_projects"))
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), ext...), q); err != nil {
 		return h.conn.Redact(fmt.Errorf("refill %s for %d project snapshots: %w", schema.AgeRollup, set.Len(), err))
+	}
+	// The speeds of the messages of those snapshots, from their whole
+	// curves: what also mends a speed row a write computed from a
+	// replica behind it, or left when it failed.
+	// In cluster mode the subquery reads a Distributed table inside a
+	// read of another: GLOBAL, as InExt.
+	op := "IN"
+	if h.names.Clustered() {
+		op = "GLOBAL IN"
+	}
+	messages := fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE %s AND %s", h.names.Table(schema.SnapshotsTable.Name()), projects, in)
+	q = schema.SpeedRefill(h.names, fmt.Sprintf("%s AND (project_id, message_id) %s (%s)", projects, op, messages))
+	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), ext...), q); err != nil {
+		return h.conn.Redact(fmt.Errorf("refill %s for %d project snapshots: %w", schema.SpeedRollup, set.Len(), err))
 	}
 	return nil
 }
