@@ -1,10 +1,14 @@
 package grafana_test
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
 
@@ -66,21 +70,20 @@ func TestDashboardAgePanels(t *testing.T) {
 		}
 	}
 
-	// Every message's first day: unknown at 1 hour (first seen at 2),
-	// its id from 2 to 24.
+	// Every message's first day, in reads gained each hour: unknown at 1
+	// hour (first seen at 2), and at 2 (no reads known an hour younger),
+	// none from 3 to 24 (its id throughout).
 	cols, rows = run("First 24 hours of the latest messages")
 	if len(rows) != 8 {
 		t.Errorf("first-day panel: %d messages, want all 8", len(rows))
 	}
-	h1, h2, h24 := slices.Index(cols, "h1"), slices.Index(cols, "h2"), slices.Index(cols, "h24")
+	hour := func(h int) int { return slices.Index(cols, fmt.Sprintf("h%d", h)) }
 	subject := slices.Index(cols, "subject")
 	for _, r := range rows {
-		id := strings.TrimPrefix(r[subject], "message ")
-		if r[h1] != "" || r[h2] != id || r[h24] != id {
-			t.Errorf("first-day panel, %s: h1 %q, h2 %q, h24 %q; want none, %s, %s", r[subject], r[h1], r[h2], id, id, id)
+		if r[hour(1)] != "" || r[hour(2)] != "" || r[hour(3)] != "0" || r[hour(24)] != "0" {
+			t.Errorf("first-day panel, %s: h1 %q, h2 %q, h3 %q, h24 %q; want none, none, 0, 0", r[subject], r[hour(1)], r[hour(2)], r[hour(3)], r[hour(24)])
 		}
 	}
-
 	// Half of every message's latest reads (twice its id) was there at its
 	// first snapshot: reached by 2 hours, no age below to bound it.
 	cols, rows = run("Fastest and slowest messages by hours to half")
@@ -93,4 +96,35 @@ func TestDashboardAgePanels(t *testing.T) {
 			t.Errorf("speed panel, %v: half after %q to %q hours, want none to 2", r, r[lo], r[hi])
 		}
 	}
+
+	// A newer message, seen half an hour after its creation and every
+	// hour after for seven hours with 1, 4, 9, 16, 25, 36, then 30 reads:
+	// it comes first, with the reads it gained in each hour, counted from
+	// none at its creation, a loss included; nothing said past 7 hours.
+	created := time.Date(2026, 3, 3, 0, 0, 0, 0, time.UTC)
+	for k, reads := range []uint64{1, 4, 9, 16, 25, 36, 30} {
+		at := sink.TimeOf(created.Add(time.Duration(k)*time.Hour + 30*time.Minute))
+		v := uint64(1000 + k)
+		if err := ch.Write(context.Background(), &sink.Batch{Schedule: "hourly",
+			Messages:  []sink.Message{{ProjectID: 1, ID: 19, Subject: "message 19", CreateAt: sink.TimeOf(created), FetchedAt: at, Version: v}},
+			Snapshots: []sink.Snapshot{{ProjectID: 1, MessageID: 19, SnapshotAt: at, FetchedAt: at, ReadCount: reads, Total: 100, Percent: float64(reads), Version: v}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cols, rows = run("First 24 hours of the latest messages")
+	if len(rows) != 9 || rows[0][subject] != "message 19" {
+		t.Fatalf("first-day panel: %d messages, the first %v; want 9, message 19 first", len(rows), rows[0])
+	}
+	want := []string{"1", "3", "5", "7", "9", "11", "-6"}
+	for h := 1; h <= 24; h++ {
+		w := ""
+		if h <= len(want) {
+			w = want[h-1]
+		}
+		if got := rows[0][hour(h)]; got != w {
+			t.Errorf("first-day panel, message 19: h%d %q, want %q", h, got, w)
+		}
+	}
+
 }

@@ -426,7 +426,17 @@ func TestSpeedsFoldedFromTheAgeRollup(t *testing.T) {
 		t.Errorf("the speeds folded differ from the speeds written:\nwritten %v\n folded %v", written, folded)
 	}
 	checkAgeCurves(t, old)
-	historytest.AssertVerified(t, migrated, time.Time{})
+	// The views on the message's clock equal their brute force (the
+	// other rollups were folded before the rows were copied: empty).
+	rep, err := migrated.Verify(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Views {
+		if (v.View == schema.ByAgeView || v.View == schema.SpeedView || v.View == schema.ProjectByAgeView) && (v.Rows == 0 || v.Differs()) {
+			t.Errorf("%s: %d rows judged, %d missing, %d extra, %d wrong", v.View, v.Rows, v.MissingRows, v.ExtraRows, v.WrongRows)
+		}
+	}
 }
 
 // A wrong row in the speed rollup, one that outranks the right one:
@@ -437,7 +447,7 @@ func TestWrongSpeedVerifiedAndRepaired(t *testing.T) {
 	ctx := context.Background()
 	runAgePasses(t, ch)
 	if err := db.Conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (project_id, message_id, create_at, first_seen_age_hours, latest_reads, version)
-VALUES (1, 101, toDateTime(%d), 0, 7, 18446744073709551615)`, db.Table(schema.SpeedRollup), createdA.Unix())); err != nil {
+SELECT toInt64(1), toInt64(101), toDateTime(%d), toUInt32(0), toUInt64(7), toUInt64(18446744073709551615)`, db.Table(schema.SpeedRollup), createdA.Unix())); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := ch.Verify(ctx, time.Time{})
