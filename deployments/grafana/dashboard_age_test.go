@@ -112,6 +112,7 @@ func TestDashboardAgePanels(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	vars = dashboardVariables(t, conn, d) // as Grafana refreshes them with the time range
 	cols, rows = run("First 24 hours of the latest messages")
 	if len(rows) != 9 || rows[0][subject] != "message 19" {
 		t.Fatalf("first-day panel: %d messages, the first %v; want 9, message 19 first", len(rows), rows[0])

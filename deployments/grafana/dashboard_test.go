@@ -352,8 +352,7 @@ func TestDashboardQueries(t *testing.T) {
 			} else {
 				selected.Current = grafanaSelect(t, project, sel.texts...)
 			}
-			vars := maps.Clone(vars)
-			vars["project"] = &selected
+			vars := dashboardVariablesWith(t, conn, d, map[string]*grafanaVariable{"project": &selected})
 			for _, p := range queryPanels(d) {
 				for _, tg := range p.Targets {
 					t.Run(p.Title+"/"+tg.RefID, func(t *testing.T) {
@@ -438,8 +437,21 @@ func grafanaSelect(t *testing.T, v *grafanaVariable, texts ...string) []string {
 // made options by the plugin's rule; each holds its saved selection.
 func dashboardVariables(t *testing.T, conn chgo.Conn, d *dashboard) map[string]*grafanaVariable {
 	t.Helper()
+	return dashboardVariablesWith(t, conn, d, nil)
+}
+
+// dashboardVariablesWith is dashboardVariables with the variables of set
+// as they are there, selected by a user: Grafana then refreshes the
+// variables whose queries read them, in the dashboard's order, as this
+// runs every query after them again.
+func dashboardVariablesWith(t *testing.T, conn chgo.Conn, d *dashboard, set map[string]*grafanaVariable) map[string]*grafanaVariable {
+	t.Helper()
 	vars := map[string]*grafanaVariable{}
 	for _, v := range d.Templating.List {
+		if s, ok := set[v.Name]; ok {
+			vars[v.Name] = s
+			continue
+		}
 		switch v.Type {
 		case "datasource":
 			continue // names the data source; no SQL uses it
