@@ -29,6 +29,14 @@ func (b *bencher) panelQueries() ([]query, error) {
 				RawSQL string `json:"rawSql"`
 			} `json:"targets"`
 		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Name string `json:"name"`
+				// Query is the plugin's {"rawSql": …} for a query
+				// variable, a string for others.
+				Query json.RawMessage `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
 	}
 	if err := json.Unmarshal(raw, &d); err != nil {
 		return nil, fmt.Errorf("%s: %w", b.o.dashboard, err)
@@ -42,6 +50,29 @@ func (b *bencher) panelQueries() ([]query, error) {
 		return nil, fmt.Errorf("read the variable raw_from: %w", err)
 	}
 	var out []query
+	// The hidden variable latest, as Grafana reads it with All projects:
+	// the keys of the 10 newest messages, which a panel reads the curves
+	// of. Its query is timed too: Grafana sends it with the panel's.
+	var latest string
+	for _, v := range d.Templating.List {
+		if v.Name != "latest" {
+			continue
+		}
+		var q struct {
+			RawSQL string `json:"rawSql"`
+		}
+		if err := json.Unmarshal(v.Query, &q); err != nil {
+			return nil, fmt.Errorf("variable latest: %w", err)
+		}
+		sql, err := sentWithAll(q.RawSQL, start, to)
+		if err != nil {
+			return nil, fmt.Errorf("variable latest: %w", err)
+		}
+		if err := b.inDB.QueryRow(context.Background(), sql).Scan(&latest); err != nil {
+			return nil, fmt.Errorf("read the variable latest: %w", err)
+		}
+		out = append(out, query{name: "variable: latest (all projects)", new: sql})
+	}
 	for _, p := range d.Panels {
 		from, span := start, fmt.Sprintf("%d days", b.o.days)
 		if p.TimeFrom != "" {
@@ -58,7 +89,7 @@ func (b *bencher) panelQueries() ([]query, error) {
 				continue
 			}
 			// The message variable picks one curve: project 7's first.
-			sql := strings.NewReplacer("${raw_from}", strconv.FormatUint(uint64(rawFrom), 10), "${message}", "7-7000000").Replace(t.RawSQL)
+			sql := strings.NewReplacer("${raw_from}", strconv.FormatUint(uint64(rawFrom), 10), "${message}", "7-7000000", "${latest:raw}", latest).Replace(t.RawSQL)
 			sql, err := sentWithAll(sql, from, to)
 			if err != nil {
 				return nil, fmt.Errorf("panel %q: %w", p.Title, err)

@@ -70,8 +70,13 @@ func messageReadSpeed(d DDL) string {
 	return speedNamed(d, fmt.Sprintf("SELECT %s%s\nFROM %s FINAL", speedColumns, d.FinalVersion(), d.Table(SpeedRollup)))
 }
 
-// SpeedDDL is what migration 17 creates: the speed rollup, and
-// message_read_speed written again over it.
-func SpeedDDL(d DDL) []string {
-	return append(d.CreateTable(speedRollupTable), d.replaceView(view{SpeedView, messageReadSpeed(d)})...)
-}
+// SpeedDDL is what migration 17 creates: the speed rollup
+// (SpeedTableDDL), and message_read_speed written again over it
+// (SpeedViewDDL).
+func SpeedDDL(d DDL) []string { return append(SpeedTableDDL(d), SpeedViewDDL(d)...) }
+
+// SpeedTableDDL creates the speed rollup.
+func SpeedTableDDL(d DDL) []string { return d.CreateTable(speedRollupTable) }
+
+// SpeedViewDDL writes message_read_speed again over the speed rollup.
+func SpeedViewDDL(d DDL) []string { return d.replaceView(view{SpeedView, messageReadSpeed(d)}) }

@@ -10,21 +10,36 @@ import (
 	"github.com/readsync/readsync/sink/schema"
 )
 
-// migrateSpeeds is migration 17: it creates the speed rollup and writes
-// message_read_speed again over it, then computes every message's row
-// from the age rollup that migration 16 folded, a range of projects at a
-// time. A message's row needs its whole curve, whose rows span months,
+// migrateSpeeds is migration 17: it creates the speed rollup, computes
+// every message's row from the age rollup that migration 16 folded, a
+// range of projects at a time, then writes message_read_speed again over
+// the rollup: until the fold ends, the view computes the speeds as
+// before. A message's row needs its whole curve, whose rows span months,
 // so the ranges are of projects over every month, of at most foldRows
 // age rows each. Writes refresh their messages' rows from the moment the
 // table exists; a row both compute holds the same values, and the newer
 // computation wins (schema's speed.go). Run again, it changes nothing
 // the view shows.
 func migrateSpeeds(ctx context.Context, m *migrator) error {
-	for _, q := range schema.SpeedDDL(m.ddl) {
+	for _, q := range schema.SpeedTableDDL(m.ddl) {
 		if err := m.exec(ctx, q); err != nil {
 			return err
 		}
 	}
+	if err := m.foldSpeeds(ctx); err != nil {
+		return err
+	}
+	for _, q := range schema.SpeedViewDDL(m.ddl) {
+		if err := m.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// foldSpeeds computes the speed rollup's rows of every message with age
+// rows, a range of projects at a time.
+func (m *migrator) foldSpeeds(ctx context.Context) error {
 	limit := uint64(foldRows)
 	if m.foldRows > 0 {
 		limit = m.foldRows
