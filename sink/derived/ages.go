@@ -159,9 +159,9 @@ func (h *History) refillAges(ctx context.Context, set chconn.SnapshotSet) error 
 	}
 	// The speeds of the messages of those snapshots, from their whole
 	// curves: what also mends a speed row a write computed from a
-	// replica behind it, or left when it failed.
-	// In cluster mode the subquery reads a Distributed table inside a
-	// read of another: GLOBAL, as InExt.
+	// replica behind it, or left when it failed. In cluster mode the
+	// subquery reads a Distributed table inside a read of another:
+	// GLOBAL, as InExt.
 	op := "IN"
 	if h.names.Clustered() {
 		op = "GLOBAL IN"
