@@ -51,6 +51,7 @@ type options struct {
 	dashboard    string
 	oldSchema    string
 	keep         bool
+	queriesOnly  bool
 }
 
 func main() {
@@ -75,6 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.dashboard, "dashboard", "deployments/grafana/readsync.json", "Grafana dashboard whose read panels are measured")
 	fs.StringVar(&o.oldSchema, "old-schema", "sink/sinktest/testdata/release-0.1.0/schema.sql", "0.1.0's schema (statements ending with a line holding only ;)")
 	fs.BoolVar(&o.keep, "keep", false, "reuse the scratch database when it holds the history already")
+	fs.BoolVar(&o.queriesOnly, "queries-only", false, "time the queries only: no sizes, no pass written, no --verify")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return 0
@@ -156,6 +158,9 @@ func bench(ctx context.Context, o options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%-70s %10s %10.1f %8d\n", q.name, old, newMS, n)
 	}
 	fmt.Fprintln(stdout)
+	if o.queriesOnly {
+		return nil
+	}
 	if err := b.printSizes(ctx, stdout, rows); err != nil {
 		return err
 	}
