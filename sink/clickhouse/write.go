@@ -38,7 +38,9 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	}
 	// The age rollup takes the rows from the write itself (it needs each
 	// message's create_at, which no snapshot row holds): a write that
-	// fails here is sent again, which the rollup's maximum absorbs.
+	// fails here is sent again, which the rollup's maximum absorbs. The
+	// messages' speeds, computed from the curves it adds to, are part of
+	// the refresh below.
 	if err := c.history.FillAges(ctx, b.Messages, b.Snapshots); err != nil {
 		return err
 	}

@@ -43,17 +43,14 @@ func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapsho
 		return err
 	}
 	rows := 0
-	aged := map[msgKey]bool{}
 	for _, s := range snapshots {
-		k := msgKey{s.ProjectID, s.MessageID}
-		c := created[k]
+		c := created[msgKey{s.ProjectID, s.MessageID}]
 		if c == 0 {
 			continue
 		}
 		if err := t.Append(s.ProjectID, s.MessageID, c.Time(), s.SnapshotAt.Time(), s.Version, s.ReadCount, s.Total, s.Percent); err != nil {
 			return err
 		}
-		aged[k] = true
 		rows++
 	}
 	if rows == 0 {
@@ -62,23 +59,32 @@ func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapsho
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), t), schema.AgeFill(h.names, "aged")); err != nil {
 		return h.conn.Redact(fmt.Errorf("add %d snapshot rows to %s: %w", rows, schema.AgeRollup, err))
 	}
-	return h.refreshSpeeds(ctx, aged)
+	return nil
 }
 
-// refreshSpeeds computes again the speed rollup's rows of the messages a
-// write added age rows of, from their curves in the age rollup (package
-// schema's speed.go): the rows of those messages only, read by the sort
-// key. A message's curve is all of its age rows, 73 and one a day of
-// age, so what this reads grows with the age of the messages written
-// (bounded by the daily retention, which drops a curve's oldest rows),
-// not with the history of anything else.
-func (h *History) refreshSpeeds(ctx context.Context, messages map[msgKey]bool) error {
+// refreshSpeeds computes again the speed rollup's rows of the messages of
+// the written snapshots, from their curves in the age rollup (package
+// schema's speed.go), which FillAges added to: the rows of those
+// messages only, read by the sort key; a message without age rows (no
+// usable create_at) gets no row. A message's curve is all of its age
+// rows, 73 and one a day of age, so what this reads grows with the age of
+// the messages written (bounded by the daily retention, which drops a
+// curve's oldest rows), not with the history of anything else. It is
+// part of the refresh after a write: when it fails, the write's changes
+// are left to the reconcile, which computes the speeds again (refillAges).
+func (h *History) refreshSpeeds(ctx context.Context, written []sink.Snapshot) error {
 	t, err := chconn.NewExtTable("sped", "project_id", "Int64", "message_id", "Int64")
 	if err != nil {
 		return err
 	}
+	messages := map[msgKey]bool{}
 	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for k := range messages {
+	for _, s := range written {
+		k := msgKey{s.ProjectID, s.MessageID}
+		if messages[k] {
+			continue
+		}
+		messages[k] = true
 		if err := t.Append(k.project, k.message); err != nil {
 			return err
 		}

@@ -32,7 +32,8 @@ func writtenSnapshots(snaps []sink.Snapshot) chconn.SnapshotSet {
 // written, just written, are at: the days and hours they fall on in the
 // day and hour rollups, the gains at each of them and at the later
 // snapshots whose previous rows they are, and the days and hours of those
-// in the gains rollups. prepared is what Prepare read before the write
+// in the gains rollups, and the speeds of their messages (refreshSpeeds,
+// after FillAges). prepared is what Prepare read before the write
 // (nil for nothing): the writes it allows are refreshed at the tip
 // (tips.go), the others from the stored history. schedule is the
 // schedule of the pass that wrote them, empty for a backfill. Once done,
@@ -64,6 +65,9 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 		return err
 	}
 	if err := h.refreshRacedTips(ctx, id, prepared, atTip, written); err != nil {
+		return err
+	}
+	if err := h.refreshSpeeds(ctx, written); err != nil {
 		return err
 	}
 	return h.recordDone(ctx, id, prepared, writtenSnapshots(written))
