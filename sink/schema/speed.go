@@ -32,12 +32,16 @@ const SpeedRollup = "message_read_speed_rollup"
 // ReplacingMergeTree by version, the highest version of the snapshots the
 // computation's curve holds, so that the newest computation wins: the age
 // rollup only grows (each bucket keeps a maximum), so a computation that
-// runs later reads every row an earlier one read, and its version is at
-// least the earlier's; at equal versions ReplacingMergeTree keeps the
-// row inserted last, the later computation's. An AggregatingMergeTree of
-// argMax states would keep the same row but cost a merge of 15 states
-// per message at every read of the view; the rows here are read FINAL,
-// which merges nothing once the parts are merged.
+// runs later reads every row an earlier one read, or a later snapshot in
+// its bucket, and its version is at least the earlier's; at equal
+// versions ReplacingMergeTree keeps the row inserted last, the later
+// computation's. (A bucket's row that gives way to a later snapshot
+// written with an older version, the newest of the curve's, lowers it: a
+// write that old replayed after a newer write of an earlier snapshot.
+// --verify reports the row that then stays, and --repair mends it.) An
+// AggregatingMergeTree of argMax states would keep the same row but cost
+// a merge of 15 states per message at every read of the view; the rows
+// here are read FINAL, which costs little once the parts are merged.
 var speedRollupTable = TableDef{name: SpeedRollup, columns: []ColumnDef{
 	{"project_id", "Int64"}, {"message_id", "Int64"}, {"create_at", "DateTime"}, {"first_seen_age_hours", "UInt32"},
 	{"reads_1h", "Nullable(UInt64)"}, {"reads_6h", "Nullable(UInt64)"}, {"reads_24h", "Nullable(UInt64)"},
