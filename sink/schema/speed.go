@@ -14,16 +14,19 @@ import (
 // over the message's every row of the age rollup.
 //
 // A message's row is computed again from its curve whenever its curve
-// may have changed: by the write that added to its age rows, right after
-// (package derived's FillAges), by the reconcile and --repair where they
-// compute age rows again from the stored history, and by migration 17
-// from the age rollup that migration 16 folded. Each computation reads
-// the message's age rows only (SpeedRefill), by the sort key, which both
-// releases narrow by: the rows of a curve, 73 and one a day of age.
+// may have changed: by the refresh after the write that added to its age
+// rows (package derived's refreshSpeeds, after FillAges), by the
+// reconcile and --repair where they compute age rows again from the
+// stored history, and by migration 17 from the age rollup that migration
+// 16 folded. Each computation reads the message's age rows only
+// (SpeedRefill), by the sort key, which both releases narrow by: the rows
+// of a curve, 73 and one a day of age.
 //
 // The rollup is partitioned by the month of create_at and expires with
-// the daily resolution: a message's row goes when the month it was
-// created in has gone from the age rollup, with the start of its curve.
+// the daily resolution: a message's row goes with the month it was
+// created in, as the start of its curve does from the age rollup. (A
+// repair of its project after that computes it again from what the age
+// rollup keeps of the curve, until the next expiry drops it again.)
 
 // SpeedRollup is the speed rollup's name.
 const SpeedRollup = "message_read_speed_rollup"
