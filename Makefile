@@ -71,7 +71,7 @@ BENCH_BI_MESSAGES ?= 200
 BENCH_BI_DAYS     ?= 30
 BENCH_BI_PASSES   ?= 24
 
-.PHONY: all build test test-all checks stop tools fmt vet lint unit unit-current fuzz manifests demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
+.PHONY: all build test test-all checks stop tools fmt vet lint unit unit-current fuzz manifests demo run bench bench-bi bench-catchup bench-history bench-health bench-verify bench-repair bench-bytes bench-names bench-go clickhouse clickhouse-stop cluster cluster-stop clean
 
 all: build
 
@@ -247,6 +247,13 @@ BENCH_VERIFY_NAMES ?= 1000000
 bench-verify: build
 	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-verify: no ClickHouse; see the message above" >&2; exit 1; }; \
 	$(GO) run ./scripts/benchverify -dsn "$$dsn" -bin $(BIN)/readsync -names $(BENCH_VERIFY_NAMES)
+
+## bench-repair: what --repair of one project takes and writes, on make bench-bi's history (kept between runs).
+# Not part of `make test`: it measures, it asserts nothing. BENCHMARKS.md explains the table.
+bench-repair: build
+	@dsn=$$(scripts/clickhouse.sh ensure) || { echo "make bench-repair: no ClickHouse; see the message above" >&2; exit 1; }; \
+	$(GO) run ./scripts/benchbi -dsn "$$dsn" -database readsync_bench_repair -keep -runs 1 -old-runs 0 >/dev/null && \
+	$(GO) run ./scripts/benchrepair -dsn "$$dsn" -database readsync_bench_repair
 
 ## bench-bytes: the bytes a snapshot row takes on disk, by column, with readsync's schema (codecs included where the server has them).
 bench-bytes:

@@ -368,16 +368,12 @@ FROM (SELECT intDiv(number, %[5]d) AS pass, intDiv(number %% %[5]d, %[6]d) + 1 A
 // migrate applies readsync's migrations to the scratch database, logging
 // each step (and each fold's progress) to stderr.
 func (b *bencher) migrate(ctx context.Context, stderr io.Writer) error {
-	dsn, err := chconn.ParseDSN(strings.TrimSuffix(b.o.dsn, "/"+dsnDatabase(b.o.dsn)) + "/" + b.o.database)
+	ch, err := benchdb.OpenMigrated(ctx, b.o.dsn, b.o.database, slog.New(slog.NewTextHandler(stderr, nil)))
 	if err != nil {
 		return err
 	}
-	ch, err := chsink.OpenClickHouse(ctx, dsn, chsink.WithLogger(slog.New(slog.NewTextHandler(stderr, nil))))
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	return ch.Migrate(ctx)
+	ch.Close()
+	return nil
 }
 
 func dsnDatabase(dsn string) string {

@@ -57,8 +57,10 @@ running_pid() {
 	echo "$pid"
 }
 
-# clickhouse_pid DIR: the pid of the server whose state is in DIR, if it runs.
-clickhouse_pid() { running_pid "$1/clickhouse-server.pid" clickhouse; }
+# clickhouse_pid DIR: the pid of the server whose state is in DIR, if it runs: an
+# 18.16 clickhouse-server, or the current release's launcher chserve, whose command
+# line names clickhouse only when DIR does.
+clickhouse_pid() { running_pid "$1/clickhouse-server.pid" 'clickhouse\|chserve'; }
 
 # find_server: print the path of clickhouse-server, or nothing.
 find_server() {

@@ -27,13 +27,18 @@ const (
 	// codecs such as CODEC(Delta, ZSTD(3)) (since 20.1; 18.16 refuses
 	// the clause).
 	settingCodecs = "allow_suspicious_codecs"
+	// settingLightweightDeletes is listed by every release whose DELETE
+	// FROM marks rows deleted instead of rewriting the parts that hold
+	// them, and waits for the marks as this setting says (since 24.4;
+	// 18.16 has only ALTER TABLE … DELETE).
+	settingLightweightDeletes = "lightweight_deletes_sync"
 )
 
 // readCapabilities reads which of the settings readsync asks about the
 // server knows, query settings and MergeTree settings alike.
 func readCapabilities(ctx context.Context, c *Conn) ([]string, error) {
 	// Names as literals: servers bind a slice parameter differently.
-	names := []string{QuoteString(settingDedupToken), QuoteString(settingCodecs)}
+	names := []string{QuoteString(settingDedupToken), QuoteString(settingCodecs), QuoteString(settingLightweightDeletes)}
 	for _, p := range pinnedInsertSettings() {
 		names = append(names, QuoteString(p.name))
 	}
@@ -60,6 +65,13 @@ func (s Server) DedupTokens() bool {
 // Codecs reports whether the server takes per-column compression codecs.
 // 18.16 does not.
 func (s Server) Codecs() bool { return slices.Contains(s.has, settingCodecs) }
+
+// LightweightDeletes reports whether the server deletes rows by marking
+// them (DELETE FROM): the parts that hold them gain a mask of the rows that
+// remain, and keep the files of their columns, rows of other keys
+// included. ALTER TABLE … DELETE writes every part that holds a deleted
+// row again, whole. 18.16 has only the latter.
+func (s Server) LightweightDeletes() bool { return slices.Contains(s.has, settingLightweightDeletes) }
 
 // pinned returns the settings of pinnedInsertSettings the server knows,
 // with the values readsync needs.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
@@ -22,9 +23,11 @@ import (
 // history every derived row of projects, those with a row that differs. A refresh cannot mend every kind of
 // difference, since a rollup keeps the highest key or the maximum it was
 // given: a row written there by hand may outrank every refresh. So the
-// project's rows are deleted from every rollup, then computed again:
-// those the materialized views keep from the snapshot rows, the day
-// rollup from those, the gains from the snapshot rows.
+// project's rows are deleted from every rollup (deleteRows: marked
+// deleted where the server can, so that no other project's rows are
+// written again), then computed again: those the materialized views keep
+// from the snapshot rows, the day rollup from those, the gains from the
+// snapshot rows.
 //
 // It works a chunk of projects at a time; readers may see a chunk's rows
 // missing for the moment between the deletion and the rebuild.
@@ -65,11 +68,7 @@ func (h *History) rebuildNameFailureHours(ctx context.Context) error {
 		return fmt.Errorf("read how far back %s reads: %w", schema.NameHealthView, err)
 	}
 	from := chconn.DateTime(chconn.Hour.Start(chconn.Hour.Of(uint32(time.Now().Unix()) - reach - 3600)))
-	q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE hour >= %s", h.names.Local(schema.NameFailureHours), h.names.OnCluster(), from)
-	if err := h.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("delete from %s: %w", schema.NameFailureHours, err)
-	}
-	if err := h.awaitMutations(ctx, schema.NameFailureHours); err != nil {
+	if err := h.deleteRows(ctx, schema.NameFailureHours, []string{"hour >= " + from}); err != nil {
 		return err
 	}
 	if err := h.conn.Exec(ctx, schema.NameFailureHoursRefill(h.names, "WHERE snapshot_at >= "+from)); err != nil {
@@ -120,13 +119,11 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 		edge = 0
 	}
 	for _, t := range derivedTables() {
+		var conds []string
 		for _, cond := range keep.deletions(t, edge) {
-			q := fmt.Sprintf("ALTER TABLE %s%s DELETE WHERE project_id IN (%s)%s", h.names.Local(t), h.names.OnCluster(), list, cond)
-			if err := h.conn.Exec(ctx, q); err != nil {
-				return fmt.Errorf("delete from %s: %w", t, err)
-			}
+			conds = append(conds, "project_id IN ("+list+")"+cond)
 		}
-		if err := h.awaitMutations(ctx, t); err != nil {
+		if err := h.deleteRows(ctx, t, conds); err != nil {
 			return err
 		}
 	}
@@ -318,6 +315,38 @@ func messageConds(ms []msgKey) []string {
 		ms = ms[n:]
 	}
 	return out
+}
+
+// deleteRows deletes the rows of table that each of conds selects, on
+// every host of a cluster, and returns once they are gone. Where the
+// server marks rows deleted (chconn.Server.LightweightDeletes), each part
+// that holds one gains a mask of the rows that remain and keeps the files
+// of its columns: a repair writes no row of a project it does not repair.
+// Elsewhere (18.16) a mutation writes each part that holds a deleted row
+// again, whole, the rows of other projects in it included.
+func (h *History) deleteRows(ctx context.Context, table string, conds []string) error {
+	if len(conds) == 0 {
+		return nil
+	}
+	server, err := h.conn.Server(ctx)
+	if err != nil {
+		return fmt.Errorf("delete from %s: %w", table, err)
+	}
+	stmt := "ALTER TABLE %s%s DELETE WHERE %s"
+	if server.LightweightDeletes() {
+		// 2: the DELETE answers once every replica has marked the rows.
+		stmt = "DELETE FROM %s%s WHERE %s"
+		ctx = chconn.WithSettings(ctx, clickhouse.Settings{"lightweight_deletes_sync": 2})
+	}
+	for _, cond := range conds {
+		if err := h.conn.Exec(ctx, fmt.Sprintf(stmt, h.names.Local(table), h.names.OnCluster(), cond)); err != nil {
+			return fmt.Errorf("delete from %s: %w", table, err)
+		}
+	}
+	if server.LightweightDeletes() {
+		return nil
+	}
+	return h.awaitMutations(ctx, table)
 }
 
 // awaitMutations waits until the server has applied every mutation of

@@ -122,7 +122,7 @@ func (c *Costs) Fill(ctx context.Context, conn driver.Conn, stmts []*Statement) 
 	// caller's context ends. A statement never found fails the reading
 	// rather than count as nothing read.
 	for {
-		err := chconn.QueryEach(ctx, conn, fmt.Sprintf("SELECT query_id, read_rows FROM system.query_log WHERE type = 2 AND query_id LIKE '%s-%%'", c.tag),
+		err := chconn.QueryEach(ctx, conn, fmt.Sprintf("SELECT query_id, read_rows FROM system.query_log WHERE type IN (2, 3, 4) AND query_id LIKE '%s-%%'", c.tag),
 			func(rows driver.Rows) error {
 				var (
 					id string

@@ -89,6 +89,13 @@ func Migrated(ctx context.Context, conn driver.Conn, dsn, database string, log i
 	if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS `"+database+"`"); err != nil {
 		return nil, err
 	}
+	return OpenMigrated(ctx, dsn, database, slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// OpenMigrated opens readsync's sink on database of the server of dsn, as
+// it is, and applies the migrations it lacks (none on a current one), as
+// an upgrade would, logging to log. The caller closes it.
+func OpenMigrated(ctx context.Context, dsn, database string, log *slog.Logger) (*chsink.ClickHouse, error) {
 	raw, err := DatabaseDSN(dsn, database)
 	if err != nil {
 		return nil, err
@@ -97,7 +104,7 @@ func Migrated(ctx context.Context, conn driver.Conn, dsn, database string, log i
 	if err != nil {
 		return nil, err
 	}
-	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithLogger(slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	ch, err := chsink.OpenClickHouse(ctx, d, chsink.WithLogger(log))
 	if err != nil {
 		return nil, err
 	}
