@@ -262,13 +262,24 @@ const speedColumns = `project_id, message_id, create_at, first_seen_age_hours, r
 // part of its curve): its reads at 1, 6, 24 and 72 hours and 7 days of
 // age where its curve has them, the share of its latest reads it had at
 // 24 hours, and when it reached half and nine tenths of them
-// (reachedAfter). versioned adds the column version: the highest version
-// of the snapshots its curve holds (the speed rollup's version).
-func speedValues(d DDL, where string, versioned bool) string {
-	extra, passed := "", ""
-	if versioned {
+// (reachedAfter). stored adds the speed rollup's other columns
+// (SpeedTable): version, the highest version of the snapshots its curve
+// holds, and what a row carries for the next write (speed.go).
+func speedValues(d DDL, where string, stored bool) string {
+	extra, inner, carried := "", "", ""
+	if stored {
 		extra = ",\n    max(" + RowUInt64("bucket_row", RowVersion) + ") AS version"
-		passed = ",\n    version"
+		inner = fmt.Sprintf(`,
+        version,
+        ages[1] AS first_age_hours,
+        ages[length(ages)] AS latest_age_hours,
+        toDateTime(toUInt32(%s)) AS latest_at,
+        %s AS latest_version,
+        arrayFirstIndex(r -> r >= latest_reads - intDiv(latest_reads, 2), reads_by) AS half_idx,
+        arrayFirstIndex(r -> r >= latest_reads - intDiv(latest_reads, 10), reads_by) AS nine_tenths_idx`,
+			RowUInt64("rows[length(rows)]", RowSnapshotAt), RowUInt64("rows[length(rows)]", RowVersion))
+		carried = ",\n    version,\n    first_age_hours,\n    latest_age_hours,\n    latest_at,\n    latest_version,\n    " +
+			shareCarried("half") + ",\n    " + shareCarried("nine_tenths")
 	}
 	return fmt.Sprintf(`SELECT
     project_id,
@@ -300,7 +311,18 @@ FROM
     )
 )`, readsAt(1), readsAt(6), readsAt(24), readsAt(72), readsAt(168),
 		reachedAfter("half", "r >= latest_reads - intDiv(latest_reads, 2)"), reachedAfter("nine_tenths", "r >= latest_reads - intDiv(latest_reads, 10)"),
-		RowUInt64("r", RowReadCount), indent(indent(ageCurvesOf(d, where, extra))), passed, strings.ReplaceAll(passed, "\n    ", "\n        "))
+		RowUInt64("r", RowReadCount), indent(indent(ageCurvesOf(d, where, extra))), carried, inner)
+}
+
+// shareCarried is what a speed row carries of the share name (its
+// index among the curve's buckets in name_idx, which is at least 1: the
+// latest bucket reaches every share): the age and reads of the first
+// bucket that reached it, and the most reads of a bucket after that one
+// and before the latest, 0 when there is none.
+func shareCarried(name string) string {
+	return fmt.Sprintf(`ages[%[1]s_idx] AS %[1]s_age_hours,
+    reads_by[%[1]s_idx] AS %[1]s_reads,
+    arrayReduce('max', arrayPushFront(arrayFilter((r, i) -> i > %[1]s_idx AND i < length(reads_by), reads_by, arrayEnumerate(reads_by)), toUInt64(0))) AS %[1]s_between_reads`, name)
 }
 
 // projectReadByAge is project_read_by_age: per project and age on the

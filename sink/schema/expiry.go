@@ -90,7 +90,7 @@ func expiringDefs() []struct {
 		{dayRollupTable, Daily},
 		{dayGainsTable, Daily},
 		{ageRollupTable.TableDef, Daily},
-		{speedRollupTable, Daily},
+		{SpeedTable.Def(), Daily},
 	}
 }
 
