@@ -26,9 +26,13 @@ import (
 // message rows spooled while a later one with their snapshots got
 // through) has no age until --repair rebuilds its project's curves:
 // --verify reports the rows it lacks.
-func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapshots []sink.Snapshot) error {
+//
+// It returns the rows it added, with their messages' create_at, from
+// which the write's refresh carries the messages' speeds forward
+// (speeds.go).
+func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapshots []sink.Snapshot) (*Aged, error) {
 	if len(snapshots) == 0 {
-		return nil
+		return nil, nil
 	}
 	created := make(map[msgKey]sink.Time, len(messages))
 	for _, m := range messages {
@@ -36,67 +40,32 @@ func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapsho
 		created[msgKey{m.ProjectID, m.ID}] = m.CreateAt
 	}
 	if err := h.readCreated(ctx, snapshots, created); err != nil {
-		return err
+		return nil, err
 	}
 	t, err := chconn.NewExtTable("aged", schema.AgeExtColumns...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows := 0
+	aged := &Aged{}
 	for _, s := range snapshots {
 		c := created[msgKey{s.ProjectID, s.MessageID}]
 		if c == 0 {
 			continue
 		}
 		if err := t.Append(s.ProjectID, s.MessageID, c.Time(), s.SnapshotAt.Time(), s.Version, s.ReadCount, s.Total, s.Percent); err != nil {
-			return err
+			return nil, err
 		}
-		rows++
+		aged.rows = append(aged.rows, agedRow{project: s.ProjectID, message: s.MessageID, created: uint32(c), at: uint32(s.SnapshotAt),
+			version: s.Version, reads: s.ReadCount})
 	}
-	if rows == 0 {
-		return nil
+	if len(aged.rows) == 0 {
+		return nil, nil
 	}
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), t), schema.AgeFill(h.names, "aged")); err != nil {
-		return h.conn.Redact(fmt.Errorf("add %d snapshot rows to %s: %w", rows, schema.AgeRollup, err))
+		return nil, h.conn.Redact(fmt.Errorf("add %d snapshot rows to %s: %w", len(aged.rows), schema.AgeRollup, err))
 	}
-	return nil
-}
-
-// refreshSpeeds computes again the speed rollup's rows of the messages of
-// the written snapshots, from their curves in the age rollup (package
-// schema's speed.go), which FillAges added to: the rows of those
-// messages only, read by the sort key; a message without age rows (no
-// usable create_at) gets no row. A message's curve is all of its age
-// rows, 73 and one a day of age, so what this reads grows with the age of
-// the messages written (bounded by the daily retention, which drops a
-// curve's oldest rows), not with the history of anything else. It is
-// part of the refresh after a write: when it fails, the write's changes
-// are left to the reconcile, which computes the speeds again (refillAges).
-func (h *History) refreshSpeeds(ctx context.Context, written []sink.Snapshot) error {
-	t, err := chconn.NewExtTable("sped", "project_id", "Int64", "message_id", "Int64")
-	if err != nil {
-		return err
-	}
-	messages := map[msgKey]bool{}
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for _, s := range written {
-		k := msgKey{s.ProjectID, s.MessageID}
-		if messages[k] {
-			continue
-		}
-		messages[k] = true
-		if err := t.Append(k.project, k.message); err != nil {
-			return err
-		}
-		lo, hi = min(lo, k.project), max(hi, k.project)
-	}
-	// The range narrows the read on 18.16, which narrows nothing by an
-	// IN of an external table.
-	q := schema.SpeedRefill(h.names, fmt.Sprintf("project_id BETWEEN %d AND %d AND %s", lo, hi, h.names.InExt("project_id, message_id", "sped")))
-	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), t), q); err != nil {
-		return h.conn.Redact(fmt.Errorf("refresh the %s rows of %d messages: %w", schema.SpeedRollup, len(messages), err))
-	}
-	return nil
+	sortAged(aged.rows)
+	return aged, nil
 }
 
 // readCreated adds to created the create_at of the messages of snapshots
