@@ -81,6 +81,7 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 	var (
 		carried []schema.SpeedRow
 		curves  []msgKey
+		j       int
 	)
 	for lo := 0; lo < len(aged.rows); {
 		k := msgKey{aged.rows[lo].project, aged.rows[lo].message}
@@ -90,7 +91,14 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 		}
 		written := aged.rows[lo:hi]
 		lo = hi
-		p, ok := prev[k]
+		for j < len(prev) && speedKey(prev[j]).compare(k) < 0 {
+			j++
+		}
+		ok := j < len(prev) && speedKey(prev[j]) == k
+		var p schema.SpeedRow
+		if ok {
+			p = prev[j]
+		}
 		if ok && prepared != nil {
 			// The row must have seen the message's latest snapshot before
 			// the write, or it misses what a write whose refresh failed
@@ -114,13 +122,15 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 	return h.speedsFromCurves(ctx, curves)
 }
 
-// readSpeeds reads the speed rollup's rows of messages, by message.
-func (h *History) readSpeeds(ctx context.Context, messages []msgKey) (map[msgKey]schema.SpeedRow, error) {
+// readSpeeds reads the speed rollup's rows of messages, sorted by
+// message: a slice, not a map, so that a pass's peak memory stays near
+// its batch's.
+func (h *History) readSpeeds(ctx context.Context, messages []msgKey) ([]schema.SpeedRow, error) {
 	t, lo, hi, err := messagesExt("sped", messages)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[msgKey]schema.SpeedRow, len(messages))
+	out := make([]schema.SpeedRow, 0, len(messages))
 	// The range narrows the read on 18.16, which narrows nothing by an
 	// IN of an external table.
 	q := schema.SpeedRows(h.names, fmt.Sprintf("project_id BETWEEN %d AND %d AND %s", lo, hi, h.names.InExt("project_id, message_id", "sped")))
@@ -137,14 +147,18 @@ func (h *History) readSpeeds(ctx context.Context, messages []msgKey) (map[msgKey
 			return err
 		}
 		r.CreateAt, r.LatestAt = uint32(created.Unix()), uint32(latestAt.Unix())
-		out[msgKey{r.ProjectID, r.MessageID}] = r
+		out = append(out, r)
 		return nil
 	})
 	if err != nil {
 		return nil, h.conn.Redact(fmt.Errorf("read the %s rows of %d messages: %w", schema.SpeedRollup, len(messages), err))
 	}
+	slices.SortFunc(out, func(a, b schema.SpeedRow) int { return speedKey(a).compare(speedKey(b)) })
 	return out, nil
 }
+
+// speedKey is the message of a speed row.
+func speedKey(r schema.SpeedRow) msgKey { return msgKey{r.ProjectID, r.MessageID} }
 
 // speedsFromCurves computes the speed rollup's rows of messages from
 // their whole curves in the age rollup, read by the sort key; a message
@@ -292,3 +306,7 @@ func ptr[T any](v T) *T { return &v }
 
 // sortAged sorts rows by agedRow.compare.
 func sortAged(rows []agedRow) { slices.SortFunc(rows, agedRow.compare) }
+
+func (k msgKey) compare(o msgKey) int {
+	return cmp.Or(cmp.Compare(k.project, o.project), cmp.Compare(k.message, o.message))
+}
