@@ -238,7 +238,7 @@ func TestCheckOnCluster(t *testing.T) {
 	}
 	c.SyncReplica(t, 1, "schema_migrations")
 	f.Env["READSYNC_CLICKHOUSE_DSN"] = c.DSNs[1] // the other host knows the version too
-	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 16, current") {
+	if code, stdout, _ := f.run(t, "--check"); code != ExitOK || !strings.Contains(stdout, "schema version 17, current") {
 		t.Errorf("--check after --migrate, through the other host: exit %d:\n%s", code, stdout)
 	}
 }

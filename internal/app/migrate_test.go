@@ -23,9 +23,9 @@ func migrationsFor(t *testing.T, f *fixture) (int, string) {
 	f.Query(t, "SELECT (SELECT count() FROM system.settings WHERE name = 'insert_deduplication_token') * "+
 		"(SELECT count() FROM system.merge_tree_settings WHERE name = 'non_replicated_deduplication_window')", &n)
 	if n == 0 {
-		return 16, pending + last + `, 14 "name failures by the hour", 15 "project tips and the record of refreshes", 16 "reads by message age"`
+		return 17, pending + last + `, 14 "name failures by the hour", 15 "project tips and the record of refreshes", 16 "reads by message age", 17 "message speeds stored"`
 	}
-	return 16, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last + `, 13 "compact storage", 14 "name failures by the hour", 15 "project tips and the record of refreshes", 16 "reads by message age"`
+	return 17, pending + `4 "remember the last INSERTs to drop a repeated one", ` + last + `, 13 "compact storage", 14 "name failures by the hour", 15 "project tips and the record of refreshes", 16 "reads by message age", 17 "message speeds stored"`
 }
 
 // --check reports a pending schema without creating anything; --migrate
@@ -61,9 +61,9 @@ func TestMigrateFlag(t *testing.T) {
 	// hourly resolution's three rollups, its materialized view and two
 	// views; the names' failures by the hour with its materialized view;
 	// the tip rollup and the record of refreshes; the age rollup and its
-	// three views.
-	if tables != 48 {
-		t.Errorf("%d tables and views after --migrate, want 48", tables)
+	// three views; the speed rollup.
+	if tables != 49 {
+		t.Errorf("%d tables and views after --migrate, want 49", tables)
 	}
 	code, stdout, _ = f.run(t, "--check")
 	if code != ExitOK || !strings.Contains(stdout, fmt.Sprintf("schema version %d, current", latest)) {

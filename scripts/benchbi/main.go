@@ -241,7 +241,7 @@ func (b *bencher) printSizes(ctx context.Context, w io.Writer, rows uint64) erro
 WHERE database = '%s' AND active AND table IN ('message_read_snapshots', 'message_read_latest_rollup',
     'message_read_daily_rollup', 'project_read_snapshot_rollup', 'project_read_day_rollup', 'message_read_first_rollup',
     'project_read_gain_rollup', 'project_read_day_gain_rollup', 'message_read_hourly_rollup', 'project_read_hour_rollup',
-    'project_read_hour_gain_rollup', 'message_read_age_rollup')
+    'project_read_hour_gain_rollup', 'message_read_age_rollup', 'message_read_speed_rollup')
 GROUP BY table ORDER BY table`, b.o.database))
 	if err != nil {
 		return fmt.Errorf("read table sizes: %w", err)

@@ -69,6 +69,24 @@ func (w *tokenWriter) value(v any) bool {
 		w.uint64(x)
 	case uint8:
 		w.uint64(uint64(x))
+	case uint32:
+		w.uint64(uint64(x))
+	case *uint64:
+		// Nullable: a flag, then the value.
+		w.uint64(boolToUint64(x != nil))
+		if x != nil {
+			w.uint64(*x)
+		}
+	case *uint32:
+		w.uint64(boolToUint64(x != nil))
+		if x != nil {
+			w.uint64(uint64(*x))
+		}
+	case *float64:
+		w.uint64(boolToUint64(x != nil))
+		if x != nil {
+			w.uint64(math.Float64bits(*x))
+		}
 	case float64:
 		w.uint64(math.Float64bits(x))
 	case time.Time:
@@ -88,4 +106,11 @@ func (w *tokenWriter) value(v any) bool {
 		return false
 	}
 	return true
+}
+
+func boolToUint64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

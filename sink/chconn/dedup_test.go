@@ -17,6 +17,13 @@ func TestInsertTokenEncodesEveryColumn(t *testing.T) {
 	checkColumns(t, schema.MessagesTable, &sink.Message{})
 	checkColumns(t, schema.SnapshotsTable, &sink.Snapshot{})
 	checkColumns(t, schema.RunsTable, &sink.Run{})
+	var zero uint64
+	checkColumns(t, schema.SpeedTable, &schema.SpeedRow{})
+	checkColumns(t, schema.SpeedTable, &schema.SpeedRow{ReadsAt: [5]*uint64{&zero}})
+	// NULL and 0 are two values: their rows have two tokens.
+	if chconn.InsertToken(schema.SpeedTable, nil, []schema.SpeedRow{{}}) == chconn.InsertToken(schema.SpeedTable, nil, []schema.SpeedRow{{ReadsAt: [5]*uint64{&zero}}}) {
+		t.Error("a NULL and a 0 give one token")
+	}
 }
 
 // checkColumns checks that the token has an encoding of its own for the

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 )
@@ -50,6 +52,13 @@ var costCreated = costPassAt.Add(-12 * 24 * time.Hour)
 // progress where it keeps none: both count what an INSERT … SELECT read,
 // and whole granules). Every view equals its brute force after, from the
 // pass's day on.
+//
+// The refresh of the speeds of the messages a pass wrote (package
+// derived's speeds.go) is held to the same rule: it reads each message's
+// speed row, not its curve, whose age rows grow with the message's age
+// (73 hourly rows, then one a day) and here with the depth, since the
+// deeper history's messages were seen younger (2 age rows a message at
+// the shallower depth, 60 at the deeper).
 func TestEveryStatementReadsWhatItsChangeNeeds(t *testing.T) {
 	t.Parallel()
 	shallow := measureSteadyPass(t, costShallow)
@@ -61,6 +70,23 @@ func TestEveryStatementReadsWhatItsChangeNeeds(t *testing.T) {
 	for _, text := range sinktest.Grown(shallow, deep, costFloor) {
 		t.Errorf("over %d snapshots a message, %d rows read (over 1.2 times the %d over %d) by\n%s",
 			costDeep, deep[text], shallow[text], costShallow, text)
+	}
+	for _, d := range []struct {
+		depth int
+		reads map[string]uint64
+	}{{costShallow, shallow}, {costDeep, deep}} {
+		speeds := 0
+		for text, n := range d.reads {
+			if strings.Contains(text, "FROM db.`"+schema.SpeedRollup+"` FINAL") {
+				speeds++
+				if n == 0 {
+					t.Errorf("over %d snapshots a message, the read of the speed rows read nothing:\n%s", d.depth, text)
+				}
+			}
+		}
+		if speeds != 1 {
+			t.Errorf("over %d snapshots a message, %d reads of the speed rows, want the pass's refresh's one", d.depth, speeds)
+		}
 	}
 }
 

@@ -38,8 +38,11 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	}
 	// The age rollup takes the rows from the write itself (it needs each
 	// message's create_at, which no snapshot row holds): a write that
-	// fails here is sent again, which the rollup's maximum absorbs.
-	if err := c.history.FillAges(ctx, b.Messages, b.Snapshots); err != nil {
+	// fails here is sent again, which the rollup's maximum absorbs. The
+	// messages' speeds, carried forward from what it added, are part of
+	// the refresh below.
+	aged, err := c.history.FillAges(ctx, b.Messages, b.Snapshots)
+	if err != nil {
 		return err
 	}
 	if err := chconn.Insert(ctx, c.conn, schema.NameFailuresTable, b, b.NameFailures); err != nil {
@@ -48,7 +51,7 @@ func (c *ClickHouse) Write(ctx context.Context, b *sink.Batch) error {
 	if err := chconn.Insert(ctx, c.conn, schema.NameSuccessesTable, b, b.NameSuccesses); err != nil {
 		return err
 	}
-	if err := c.history.Refresh(ctx, b.Snapshots, b.Schedule, prepared); err != nil {
+	if err := c.history.Refresh(ctx, b.Snapshots, b.Schedule, prepared, aged); err != nil {
 		c.conn.Log().Warn("derived rows not refreshed after a write; the next reconcile refreshes them", "snapshot_rows", len(b.Snapshots), "err", err)
 	}
 	return nil

@@ -26,9 +26,13 @@ import (
 // message rows spooled while a later one with their snapshots got
 // through) has no age until --repair rebuilds its project's curves:
 // --verify reports the rows it lacks.
-func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapshots []sink.Snapshot) error {
+//
+// It returns the rows it added, with their messages' create_at, from
+// which the write's refresh carries the messages' speeds forward
+// (speeds.go).
+func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapshots []sink.Snapshot) (*Aged, error) {
 	if len(snapshots) == 0 {
-		return nil
+		return nil, nil
 	}
 	created := make(map[msgKey]sink.Time, len(messages))
 	for _, m := range messages {
@@ -36,30 +40,32 @@ func (h *History) FillAges(ctx context.Context, messages []sink.Message, snapsho
 		created[msgKey{m.ProjectID, m.ID}] = m.CreateAt
 	}
 	if err := h.readCreated(ctx, snapshots, created); err != nil {
-		return err
+		return nil, err
 	}
 	t, err := chconn.NewExtTable("aged", schema.AgeExtColumns...)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows := 0
+	aged := &Aged{}
 	for _, s := range snapshots {
 		c := created[msgKey{s.ProjectID, s.MessageID}]
 		if c == 0 {
 			continue
 		}
 		if err := t.Append(s.ProjectID, s.MessageID, c.Time(), s.SnapshotAt.Time(), s.Version, s.ReadCount, s.Total, s.Percent); err != nil {
-			return err
+			return nil, err
 		}
-		rows++
+		aged.rows = append(aged.rows, agedRow{project: s.ProjectID, message: s.MessageID, created: uint32(c), at: uint32(s.SnapshotAt),
+			version: s.Version, reads: s.ReadCount})
 	}
-	if rows == 0 {
-		return nil
+	if len(aged.rows) == 0 {
+		return nil, nil
 	}
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), t), schema.AgeFill(h.names, "aged")); err != nil {
-		return h.conn.Redact(fmt.Errorf("add %d snapshot rows to %s: %w", rows, schema.AgeRollup, err))
+		return nil, h.conn.Redact(fmt.Errorf("add %d snapshot rows to %s: %w", len(aged.rows), schema.AgeRollup, err))
 	}
-	return nil
+	sortAged(aged.rows)
+	return aged, nil
 }
 
 // readCreated adds to created the create_at of the messages of snapshots
@@ -125,6 +131,20 @@ func (h *History) refillAges(ctx context.Context, set chconn.SnapshotSet) error 
 	q := schema.AgeRefill(h.names, projects+" AND "+in, projects+" AND "+h.names.InExt("project_id", "aged_projects"))
 	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), ext...), q); err != nil {
 		return h.conn.Redact(fmt.Errorf("refill %s for %d project snapshots: %w", schema.AgeRollup, set.Len(), err))
+	}
+	// The speeds of the messages of those snapshots, from their whole
+	// curves: what also mends a speed row a write computed from a
+	// replica behind it, or left when it failed. In cluster mode the
+	// subquery reads a Distributed table inside a read of another:
+	// GLOBAL, as InExt.
+	op := "IN"
+	if h.names.Clustered() {
+		op = "GLOBAL IN"
+	}
+	messages := fmt.Sprintf("SELECT project_id, message_id FROM %s WHERE %s AND %s", h.names.Table(schema.SnapshotsTable.Name()), projects, in)
+	q = schema.SpeedRefill(h.names, fmt.Sprintf("%s AND (project_id, message_id) %s (%s)", projects, op, messages))
+	if err := h.conn.Exec(chconn.WithExternal(h.conn.SyncInserts(ctx), ext...), q); err != nil {
+		return h.conn.Redact(fmt.Errorf("refill %s for %d project snapshots: %w", schema.SpeedRollup, set.Len(), err))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
+	"github.com/readsync/readsync/sink/verify"
 	"github.com/readsync/readsync/sync"
 )
 
@@ -326,6 +328,10 @@ FROM `+db.Table("message_read_speed")+` ORDER BY message_id`)
 	if seen != len(want) {
 		t.Errorf("message_read_speed has %d rows, want %d", seen, len(want))
 	}
+	// The view shows the speed rollup's rows: a row per message there.
+	if got := sinktest.Lines(t, db.Conn, "SELECT toString(count()) FROM "+db.Table(schema.SpeedRollup)+" FINAL"); len(got) != 1 || got[0] != fmt.Sprint(len(want)) {
+		t.Errorf("%s holds %v rows, want %d", schema.SpeedRollup, got, len(want))
+	}
 
 	// project_read_by_age: at 5 h, A (20) and D (40); at 96, B (80), A
 	// (314) and D (624); at 288, B alone. A percentile is the value at
@@ -392,6 +398,83 @@ func TestReadsByAgeFoldedFromHistory(t *testing.T) {
 	checkAgeCurves(t, old)
 }
 
+// A database at migration 16, whose age rollup the writes filled, gets
+// from migration 17's fold the speeds the writes give: the rows of the
+// passes above and their age rollup, copied into a database at migration
+// 16, then migrated, hold the same speed rows, version included, and
+// the same hand-computed values.
+func TestSpeedsFoldedFromTheAgeRollup(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	runAgePasses(t, ch)
+	old := sinktest.New(t)
+	historytest.MigrateFirst(t, old.DSN, 16)
+	for _, table := range []string{"projects", "messages", "message_read_snapshots", schema.AgeRollup} {
+		if err := old.Conn.Exec(context.Background(), fmt.Sprintf("INSERT INTO %s SELECT * FROM %s", old.Table(table), db.Table(table))); err != nil {
+			t.Fatalf("copy %s: %v", table, err)
+		}
+	}
+	if n := old.Count(t, schema.AgeRollup); n == 0 {
+		t.Fatal("no age rows copied")
+	}
+	migrated := historytest.OpenSink(t, old.DSN)
+	if err := migrated.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	q := "SELECT toString(tuple(*)) FROM %s FINAL ORDER BY project_id, message_id"
+	written, folded := sinktest.Lines(t, db.Conn, fmt.Sprintf(q, db.Table(schema.SpeedRollup))), sinktest.Lines(t, old.Conn, fmt.Sprintf(q, old.Table(schema.SpeedRollup)))
+	if len(written) != 4 || !slices.Equal(written, folded) {
+		t.Errorf("the speeds folded differ from the speeds written:\nwritten %v\n folded %v", written, folded)
+	}
+	checkAgeCurves(t, old)
+	// The views on the message's clock equal their brute force (the
+	// other rollups were folded before the rows were copied: empty).
+	rep, err := migrated.Verify(context.Background(), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Views {
+		if (v.View == schema.ByAgeView || v.View == schema.SpeedView || v.View == schema.ProjectByAgeView) && (v.Rows == 0 || v.Differs()) {
+			t.Errorf("%s: %d rows judged, %d missing, %d extra, %d wrong", v.View, v.Rows, v.MissingRows, v.ExtraRows, v.WrongRows)
+		}
+	}
+}
+
+// A wrong row in the speed rollup, one that outranks the right one:
+// --verify finds message_read_speed wrong, and --repair computes the row
+// again from the message's curve.
+func TestWrongSpeedVerifiedAndRepaired(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	ctx := context.Background()
+	runAgePasses(t, ch)
+	if err := db.Conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (project_id, message_id, create_at, first_seen_age_hours, latest_reads, version)
+SELECT toInt64(1), toInt64(101), toDateTime(%d), toUInt32(0), toUInt64(7), toUInt64(18446744073709551615)`, db.Table(schema.SpeedRollup), createdA.Unix())); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := ch.Verify(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range rep.Views {
+		if v.View == schema.SpeedView {
+			found = v.WrongRows == 1 && v.MissingRows == 0 && v.ExtraRows == 0 && slices.Equal(v.Projects, []int64{1})
+			if !found {
+				t.Errorf("--verify of %s: %d wrong, %d missing, %d extra rows of projects %v; want the one wrong row of project 1", v.View, v.WrongRows, v.MissingRows, v.ExtraRows, v.Projects)
+			}
+		} else if v.Differs() {
+			t.Errorf("--verify finds %s wrong too: %+v", v.View, v)
+		}
+	}
+	if !found {
+		t.Fatalf("--verify does not report the wrong speed row: %+v", rep.Views)
+	}
+	if err := ch.Repair(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	checkAgeCurves(t, db)
+	historytest.AssertVerified(t, ch, time.Time{})
+}
+
 // Snapshot rows written before their messages' rows (a batch of message
 // rows spooled while a later batch with their snapshots got through)
 // have no age at first: --verify finds the rows missing, and --repair
@@ -447,4 +530,10 @@ func TestCurvesOutliveRawExpiry(t *testing.T) {
 	}
 	checkAgeCurves(t, db)
 	historytest.AssertVerified(t, ch, time.Time{})
+	// A repair of the projects computes their speeds again from the age
+	// rollup, which kept the curves: the same speeds.
+	if err := ch.Repair(ctx, verify.Report{Views: []verify.ViewDiff{{View: schema.SpeedView, WrongRows: 1, Projects: []int64{1, 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	checkAgeCurves(t, db)
 }

@@ -32,13 +32,15 @@ func writtenSnapshots(snaps []sink.Snapshot) chconn.SnapshotSet {
 // written, just written, are at: the days and hours they fall on in the
 // day and hour rollups, the gains at each of them and at the later
 // snapshots whose previous rows they are, and the days and hours of those
-// in the gains rollups. prepared is what Prepare read before the write
+// in the gains rollups, and the speeds of their messages from what aged,
+// FillAges' account of the write, added to their curves (refreshSpeeds;
+// nil for nothing). prepared is what Prepare read before the write
 // (nil for nothing): the writes it allows are refreshed at the tip
 // (tips.go), the others from the stored history. schedule is the
 // schedule of the pass that wrote them, empty for a backfill. Once done,
 // it records the refresh (refreshes), so that the reconcile leaves the
 // changes it made alone.
-func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule string, prepared *Prepared) error {
+func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule string, prepared *Prepared, aged *Aged) error {
 	if len(written) == 0 {
 		return nil
 	}
@@ -64,6 +66,9 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 		return err
 	}
 	if err := h.refreshRacedTips(ctx, id, prepared, atTip, written); err != nil {
+		return err
+	}
+	if err := h.refreshSpeeds(ctx, aged, prepared); err != nil {
 		return err
 	}
 	return h.recordDone(ctx, id, prepared, writtenSnapshots(written))

@@ -85,7 +85,7 @@ const repairChunk = 1000
 // derivedTables are the rollups Repair rebuilds, materialized views' first.
 func derivedTables() []string {
 	return []string{schema.LatestRollup, schema.DailyRollup, schema.SnapshotRollup, schema.FirstRollup, schema.DayRollup, schema.GainsRollup, schema.DayGainsRollup,
-		schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup, schema.AgeRollup}
+		schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup, schema.AgeRollup, schema.SpeedRollup}
 }
 
 // rebuild deletes projects' rows from every rollup and computes them
@@ -142,6 +142,12 @@ func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	}
 	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.AgeRefill(h.names, ageWhere, h.names.InExt("project_id", "rebuilt"))); err != nil {
 		return fmt.Errorf("refill %s: %w", schema.AgeRollup, err)
+	}
+	// Every message's speed from its curve, the rows kept where the raw
+	// rows expired included: the speed rollup derives from the age
+	// rollup alone.
+	if err := h.conn.Exec(chconn.WithExternal(ctx, pt), schema.SpeedRefill(h.names, h.names.InExt("project_id", "rebuilt"))); err != nil {
+		return fmt.Errorf("refill %s: %w", schema.SpeedRollup, err)
 	}
 	dayWhere := "WHERE " + h.names.InExt("project_id", "rebuilt")
 	if edge > 0 {

@@ -130,14 +130,23 @@ func AgeRefill(n chconn.Names, snapshots, messages string) string {
 // ageCurves is the subquery of a row per message: its create_at, the age
 // of its first snapshot, and its age buckets (ages, ascending) with the
 // last snapshot of each (rows, in the same order).
-func ageCurves(d DDL) string {
+func ageCurves(d DDL) string { return ageCurvesOf(d, "", "") }
+
+// ageCurvesOf is ageCurves over the age rollup's rows that the WHERE
+// clause where selects (empty: all), with the columns extra (empty, or
+// starting with a comma) computed over each message's buckets
+// (bucket_row, bucket_first, bucket_created).
+func ageCurvesOf(d DDL, where, extra string) string {
+	if where != "" {
+		where = "\n    " + where
+	}
 	return fmt.Sprintf(`SELECT
     project_id,
     message_id,
     toDateTime(max(bucket_created)) AS create_at,
     toUInt32(intDiv(greatest(toInt64(toUInt32(min(bucket_first))) - toInt64(max(bucket_created)), 0), 3600)) AS first_seen_age_hours,
     arraySort(groupArray(bucket)) AS ages,
-    arraySort((r, a) -> a, groupArray(bucket_row), groupArray(bucket)) AS rows
+    arraySort((r, a) -> a, groupArray(bucket_row), groupArray(bucket)) AS rows%s
 FROM
 (
     SELECT
@@ -147,10 +156,10 @@ FROM
         max(toUInt32(age_at) - age_hours * 3600) AS bucket_created,
         maxMerge(age_row) AS bucket_row,
         minMerge(age_first) AS bucket_first
-    FROM %s
+    FROM %s%s
     GROUP BY project_id, message_id, age_hours
 )
-GROUP BY project_id, message_id`, d.Table(AgeRollup))
+GROUP BY project_id, message_id`, extra, d.Table(AgeRollup), where)
 }
 
 // messageReadByAge is message_read_by_age: per message and age on the
@@ -225,13 +234,54 @@ func reachedAfter(name, cond string) string {
     if(latest_reads = 0, NULL, ages[%[1]s]) AS %[2]s_after_hours_max`, idx, name, HourlyAges)
 }
 
-// messageReadSpeed is message_read_speed: per message, its reads at 1, 6,
-// 24 and 72 hours and 7 days of age where its curve has them, the share
-// of its latest reads it had at 24 hours, and when it reached half and
-// nine tenths of them (reachedAfter), with its project's names and its
-// subject.
-func messageReadSpeed(d DDL) string {
-	speeds := fmt.Sprintf(`SELECT
+// messageReadSpeedV16 is message_read_speed as migration 16 created it:
+// every message's speed values (speedValues) computed from the age
+// rollup at each query, with its project's names and its subject.
+// Migration 17 writes the view again over the speed rollup (speed.go);
+// the values it stores are these.
+func messageReadSpeedV16(d DDL) string {
+	return speedNamed(d, speedValues(d, "", false))
+}
+
+// speedNamed adds to the rows of the subquery speeds, with the columns
+// speedColumns, each message's project's names and its subject, in the
+// columns of message_read_speed.
+func speedNamed(d DDL, speeds string) string {
+	messages := "SELECT " + speedColumns + ", subject\nFROM " + withSubject(d, speeds)
+	return "SELECT " + strings.Replace(speedColumns, "project_id, ", "project_id, nft, project_name, ", 1) + ", subject\nFROM " + withProject(d, messages)
+}
+
+// speedColumns are the columns of a message's speed values, as
+// speedValues computes them and the speed rollup stores them.
+const speedColumns = `project_id, message_id, create_at, first_seen_age_hours, reads_1h, reads_6h, reads_24h, reads_72h, reads_7d, latest_reads,
+    share_24h, half_after_hours_min, half_after_hours_max, nine_tenths_after_hours_min, nine_tenths_after_hours_max`
+
+// speedValues is the subquery of message_read_speed's values per message,
+// over the age rollup's rows that the WHERE clause where selects (empty:
+// all; it must select a message's every row, or its values are those of
+// part of its curve): its reads at 1, 6, 24 and 72 hours and 7 days of
+// age where its curve has them, the share of its latest reads it had at
+// 24 hours, and when it reached half and nine tenths of them
+// (reachedAfter). stored adds the speed rollup's other columns
+// (SpeedTable): version, the highest version of the snapshots its curve
+// holds, and what a row carries for the next write (speed.go).
+func speedValues(d DDL, where string, stored bool) string {
+	extra, inner, carried := "", "", ""
+	if stored {
+		extra = ",\n    max(" + RowUInt64("bucket_row", RowVersion) + ") AS version"
+		inner = fmt.Sprintf(`,
+        version,
+        ages[1] AS first_age_hours,
+        ages[length(ages)] AS latest_age_hours,
+        toDateTime(toUInt32(%s)) AS latest_at,
+        %s AS latest_version,
+        arrayFirstIndex(r -> r >= latest_reads - intDiv(latest_reads, 2), reads_by) AS half_idx,
+        arrayFirstIndex(r -> r >= latest_reads - intDiv(latest_reads, 10), reads_by) AS nine_tenths_idx`,
+			RowUInt64("rows[length(rows)]", RowSnapshotAt), RowUInt64("rows[length(rows)]", RowVersion))
+		carried = ",\n    version,\n    first_age_hours,\n    latest_age_hours,\n    latest_at,\n    latest_version,\n    " +
+			shareCarried("half") + ",\n    " + shareCarried("nine_tenths")
+	}
+	return fmt.Sprintf(`SELECT
     project_id,
     message_id,
     create_at,
@@ -244,7 +294,7 @@ func messageReadSpeed(d DDL) string {
     latest_reads,
     if(latest_reads = 0, NULL, reads_24h / latest_reads) AS share_24h,
     %[6]s,
-    %[7]s
+    %[7]s%[10]s
 FROM
 (
     SELECT
@@ -254,18 +304,25 @@ FROM
         first_seen_age_hours,
         ages,
         arrayMap(r -> %[8]s, rows) AS reads_by,
-        reads_by[length(reads_by)] AS latest_reads
+        reads_by[length(reads_by)] AS latest_reads%[11]s
     FROM
     (
 %[9]s
     )
 )`, readsAt(1), readsAt(6), readsAt(24), readsAt(72), readsAt(168),
 		reachedAfter("half", "r >= latest_reads - intDiv(latest_reads, 2)"), reachedAfter("nine_tenths", "r >= latest_reads - intDiv(latest_reads, 10)"),
-		RowUInt64("r", RowReadCount), indent(indent(ageCurves(d))))
-	cols := `project_id, message_id, create_at, first_seen_age_hours, reads_1h, reads_6h, reads_24h, reads_72h, reads_7d, latest_reads,
-    share_24h, half_after_hours_min, half_after_hours_max, nine_tenths_after_hours_min, nine_tenths_after_hours_max`
-	messages := "SELECT " + cols + ", subject\nFROM " + withSubject(d, speeds)
-	return "SELECT " + strings.Replace(cols, "project_id, ", "project_id, nft, project_name, ", 1) + ", subject\nFROM " + withProject(d, messages)
+		RowUInt64("r", RowReadCount), indent(indent(ageCurvesOf(d, where, extra))), carried, inner)
+}
+
+// shareCarried is what a speed row carries of the share name (its
+// index among the curve's buckets in name_idx, which is at least 1: the
+// latest bucket reaches every share): the age and reads of the first
+// bucket that reached it, and the most reads of a bucket after that one
+// and before the latest, 0 when there is none.
+func shareCarried(name string) string {
+	return fmt.Sprintf(`ages[%[1]s_idx] AS %[1]s_age_hours,
+    reads_by[%[1]s_idx] AS %[1]s_reads,
+    arrayReduce('max', arrayPushFront(arrayFilter((r, i) -> i > %[1]s_idx AND i < length(reads_by), reads_by, arrayEnumerate(reads_by)), toUInt64(0))) AS %[1]s_between_reads`, name)
 }
 
 // projectReadByAge is project_read_by_age: per project and age on the
@@ -307,10 +364,10 @@ func ageViews(d DDL) []view {
 }
 
 // AgeDDL is what migration 16 creates: the age rollup and the views on
-// the message's clock.
+// the message's clock, message_read_speed as that step defined it.
 func AgeDDL(d DDL) []string {
 	stmts := d.CreateTable(ageRollupTable.TableDef)
-	for _, v := range ageViews(d) {
+	for _, v := range []view{{ByAgeView, messageReadByAge(d)}, {SpeedView, messageReadSpeedV16(d)}, {ProjectByAgeView, projectReadByAge(d)}} {
 		stmts = append(stmts, d.CreateView(v.name, v.query))
 	}
 	return stmts

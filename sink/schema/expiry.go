@@ -90,6 +90,7 @@ func expiringDefs() []struct {
 		{dayRollupTable, Daily},
 		{dayGainsTable, Daily},
 		{ageRollupTable.TableDef, Daily},
+		{SpeedTable.Def(), Daily},
 	}
 }
 

@@ -11,3 +11,8 @@ func WithProject(n chconn.Names, left string) string { return withProject(DDL{n}
 
 // ReadRate exposes readRate.
 const ReadRate = readRate
+
+// SpeedFromAges exposes message_read_speed as migration 16 defined it:
+// every message's speed computed from the age rollup at each query, what
+// the speed rollup must hold.
+func SpeedFromAges(n chconn.Names) string { return messageReadSpeedV16(DDL{n}) }

@@ -137,6 +137,21 @@ GROUP BY project_id, snapshot_at`, names.Table("message_read_snapshots"), names.
 					}
 				}
 			}
+			// The speeds stored equal the speeds computed from the curves,
+			// on every host, once the reconcile has computed again what a
+			// write may have computed from a replica behind it.
+			if _, err := ch.Reconcile(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for node := range c.Conns {
+				c.SyncReplica(t, node, schema.AgeRollup+"_local")
+				c.SyncReplica(t, node, schema.SpeedRollup+"_local")
+				got := clusterRows(t, c.Conns[node], "SELECT * FROM "+c.Table(schema.SpeedView))
+				want := clusterRows(t, c.Conns[node], schema.SpeedFromAges(names))
+				if len(want) != 24 || !slices.Equal(got, want) {
+					t.Errorf("node %d: %s differs from the speeds of the curves:\n got %v\nwant %v", node, schema.SpeedView, got, want)
+				}
+			}
 		})
 	}
 }

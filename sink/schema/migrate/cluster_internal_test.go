@@ -71,6 +71,7 @@ func TestClusterSchemaAndWrites(t *testing.T) {
 				"project_read_hourly": "View", "project_read_hourly_gains": "View",
 				"message_read_age_rollup_local": "ReplicatedAggregatingMergeTree", "message_read_age_rollup": "Distributed",
 				"message_read_by_age": "View", "message_read_speed": "View", "project_read_by_age": "View",
+				"message_read_speed_rollup_local": "ReplicatedReplacingMergeTree", "message_read_speed_rollup": "Distributed",
 			}
 			// The tables materialized views fill, each with its view.
 			for name, engine := range map[string]string{

@@ -159,5 +159,10 @@ func migrations() []migration {
 		// write fills from its rows, and the views over it (schema's
 		// age.go), with the history written before folded in (ages.go).
 		{id: 16, name: "reads by message age", run: migrateAges, creates: schema.AgeDDL},
+		// How fast each message was read, stored: the speed rollup, a row
+		// per message that the writes refresh, and message_read_speed
+		// over it (schema's speed.go), folded from the age rollup
+		// (speeds.go).
+		{id: 17, name: "message speeds stored", run: migrateSpeeds, creates: schema.SpeedDDL},
 	}
 }

@@ -1,0 +1,214 @@
+package schema
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/readsync/readsync/sink/chconn"
+)
+
+// How fast each message was read, stored: message_read_speed's values
+// computed from every message's curve at each query (speedValues) cost
+// seconds over all messages (the whole age rollup read and every curve
+// built), so the speed rollup keeps them, a row per message, and the view
+// reads it. The values stored are the ones the view computed: speedValues
+// over the message's every row of the age rollup.
+//
+// The refresh after a write carries each written message's row forward:
+// it computes the next row from the previous one and the snapshots the
+// write added to the curve (package derived's speeds.go), reading one row
+// a message, and computes it from the curve only where the row cannot
+// decide (a message's first write, a write out of order, a fall, a share
+// that moves into a bucket the row does not describe). The reconcile and
+// --repair, where they compute age rows again from the stored history,
+// and migration 17, from the age rollup that migration 16 folded, compute
+// the rows from the curves. A computation from the curves reads the
+// messages' age rows only (SpeedRefill), by the sort key, which both
+// releases narrow by: the rows of a curve, 73 and one a day of age.
+//
+// The rollup is partitioned by the month of create_at and expires with
+// the daily resolution: a message's row goes with the month it was
+// created in, as the start of its curve does from the age rollup. (A
+// repair of its project after that computes it again from what the age
+// rollup keeps of the curve, until the next expiry drops it again.)
+
+// SpeedRollup is the speed rollup's name.
+const SpeedRollup = "message_read_speed_rollup"
+
+// SpeedTable keeps, once merged, a row per message. Its engine is
+// ReplacingMergeTree by version, the highest version of the snapshots the
+// computation's curve holds, so that the newest computation wins: the age
+// rollup only grows (each bucket keeps a maximum), so a computation that
+// runs later reads every row an earlier one read, or a later snapshot in
+// its bucket, and its version is at least the earlier's; at equal
+// versions ReplacingMergeTree keeps the row inserted last, the later
+// computation's. (A bucket's row that gives way to a later snapshot
+// written with an older version, the newest of the curve's, lowers it: a
+// write that old replayed after a newer write of an earlier snapshot.
+// --verify reports the row that then stays, and --repair mends it.) An
+// AggregatingMergeTree of argMax states would keep the same row but cost
+// a merge of 15 states per message at every read of the view; the rows
+// here are read FINAL, which costs little once the parts are merged.
+//
+// Past the values the view shows, a row carries what the next write needs
+// to compute the next row from it and the snapshots it adds, without
+// reading the curve (package derived's speeds.go): the ages of the
+// curve's first and latest buckets, the latest bucket's snapshot time and
+// version (what tells a later snapshot from an earlier one), and, for
+// each share, the bucket that first reached it (its age and reads) and the
+// most reads of any bucket between that one and the latest (exclusive; 0
+// when none): a later write whose bound passes the bucket's reads moves
+// the share to the latest bucket or a later one when no bucket between
+// reaches the new bound. The carried values are speedValues' too, over
+// the whole curve, so a row computed from the curve and a row carried
+// forward are the same row.
+var SpeedTable = &table[SpeedRow]{
+	name: SpeedRollup,
+	columns: []column[SpeedRow]{
+		{"project_id", "Int64", func(r *SpeedRow) any { return r.ProjectID }},
+		{"message_id", "Int64", func(r *SpeedRow) any { return r.MessageID }},
+		{"create_at", "DateTime", func(r *SpeedRow) any { return time.Unix(int64(r.CreateAt), 0).UTC() }},
+		{"first_seen_age_hours", "UInt32", func(r *SpeedRow) any { return r.FirstSeenAgeHours }},
+		{"reads_1h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[0] }},
+		{"reads_6h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[1] }},
+		{"reads_24h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[2] }},
+		{"reads_72h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[3] }},
+		{"reads_7d", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[4] }},
+		{"latest_reads", "UInt64", func(r *SpeedRow) any { return r.LatestReads }},
+		{"share_24h", "Nullable(Float64)", func(r *SpeedRow) any { return r.Share24h }},
+		{"half_after_hours_min", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[0].AfterMin }},
+		{"half_after_hours_max", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[0].AfterMax }},
+		{"nine_tenths_after_hours_min", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[1].AfterMin }},
+		{"nine_tenths_after_hours_max", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[1].AfterMax }},
+		{"version", "UInt64", func(r *SpeedRow) any { return r.Version }},
+		{"first_age_hours", "UInt32", func(r *SpeedRow) any { return r.FirstAge }},
+		{"latest_age_hours", "UInt32", func(r *SpeedRow) any { return r.LatestAge }},
+		{"latest_at", "DateTime", func(r *SpeedRow) any { return time.Unix(int64(r.LatestAt), 0).UTC() }},
+		{"latest_version", "UInt64", func(r *SpeedRow) any { return r.LatestVersion }},
+		{"half_age_hours", "UInt32", func(r *SpeedRow) any { return r.Shares[0].Age }},
+		{"half_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[0].Reads }},
+		{"half_between_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[0].Between }},
+		{"nine_tenths_age_hours", "UInt32", func(r *SpeedRow) any { return r.Shares[1].Age }},
+		{"nine_tenths_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[1].Reads }},
+		{"nine_tenths_between_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[1].Between }},
+	},
+	layout: layout{
+		engine:      engine{"ReplacingMergeTree", "version"},
+		partitionBy: "toYYYYMM(create_at)",
+		orderBy:     "(project_id, message_id)",
+		shardBy:     "project_id",
+		granularity: FineGranularity,
+	},
+}
+
+// SpeedRow is a row of the speed rollup. Times are Unix seconds; a nil
+// value is NULL.
+type SpeedRow struct {
+	ProjectID, MessageID int64
+	CreateAt             uint32
+	FirstSeenAgeHours    uint32
+	// ReadsAt are the reads at the ages SpeedAges: reads_1h to reads_7d.
+	ReadsAt     [len(SpeedAges)]*uint64
+	LatestReads uint64
+	Share24h    *float64
+	// Shares are half, then nine tenths, of the latest reads (SpeedShares).
+	Shares  [2]SpeedShare
+	Version uint64
+	// The ages of the first and the latest buckets of the curve, and the
+	// snapshot time and version of the latest bucket's row.
+	FirstAge, LatestAge uint32
+	LatestAt            uint32
+	LatestVersion       uint64
+}
+
+// SpeedShare is what a speed row holds of when a message reached a share
+// of its latest reads.
+type SpeedShare struct {
+	// AfterMin and AfterMax are the bound the view shows.
+	AfterMin, AfterMax *uint32
+	// Age and Reads are the first bucket whose reads reach the share, and
+	// Between the most reads of a bucket after it and before the latest
+	// (0 when there is none).
+	Age            uint32
+	Reads, Between uint64
+}
+
+// SpeedAges are the ages, in hours, of reads_1h, reads_6h, reads_24h,
+// reads_72h and reads_7d.
+var SpeedAges = [...]uint32{1, 6, 24, 72, 168}
+
+// SpeedShareBound is the reads at which a message whose latest reads are
+// latest reaches share s (0: half, 1: nine tenths), as reachedAfter's
+// conditions say: the least r with r ≥ latest / 2 (or 9 × latest / 10).
+func SpeedShareBound(s int, latest uint64) uint64 {
+	if s == 0 {
+		return latest - latest/2
+	}
+	return latest - latest/10
+}
+
+// AgeBucket is AgeOf in Go: the age bucket of a snapshot taken at at of a
+// message created at created (Unix seconds).
+func AgeBucket(created, at uint32) uint32 {
+	if at <= created {
+		return 0
+	}
+	h := (at - created + 3599) / 3600
+	if h <= HourlyAges {
+		return h
+	}
+	return HourlyAges + 24*((h-HourlyAges+23)/24)
+}
+
+// GridBefore is the age on the grid of ages (0, 1, …, 72, 96, …) before
+// age a (> 0), which is on it: what reachedAfter bounds a share by from
+// below.
+func GridBefore(a uint32) uint32 {
+	if a <= HourlyAges {
+		return a - 1
+	}
+	return a - 24
+}
+
+// SpeedRows is the SELECT of the speed rollup's rows (SpeedTable's
+// columns, FINAL: the newest computation of each message) that the
+// condition where selects.
+func SpeedRows(n chconn.Names, where string) string {
+	return fmt.Sprintf("SELECT %s\nFROM %s FINAL\nWHERE %s", SpeedTable.ColumnList(), n.Table(SpeedRollup), where)
+}
+
+// SpeedRefill is the INSERT that computes again the speed rollup's rows
+// of the messages whose every age row the condition ages (on the age
+// rollup's project_id and message_id) selects. A condition that selects
+// only some of a message's age rows stores the values of part of its
+// curve: name messages, not ages.
+func SpeedRefill(n chconn.Names, ages string) string {
+	d := DDL{n}
+	return fmt.Sprintf("INSERT INTO %s (%s)\n%s", d.Table(SpeedRollup), SpeedTable.ColumnList(), SpeedOfCurves(n, ages))
+}
+
+// SpeedOfCurves is the SELECT of the speed rollup's rows (SpeedTable's
+// columns) computed from the curves of the messages whose every age row
+// the condition ages selects: what the speed rollup holds of them, by
+// definition (SpeedRefill), and what a row carried forward must equal.
+func SpeedOfCurves(n chconn.Names, ages string) string {
+	return speedValues(DDL{n}, "WHERE "+ages, true)
+}
+
+// messageReadSpeed is message_read_speed: the speed rollup's rows, FINAL
+// (the newest computation of each message), with the project's names
+// and the message's subject.
+func messageReadSpeed(d DDL) string {
+	return speedNamed(d, fmt.Sprintf("SELECT %s%s\nFROM %s FINAL", speedColumns, d.FinalVersion(), d.Table(SpeedRollup)))
+}
+
+// SpeedDDL is what migration 17 creates: the speed rollup
+// (SpeedTableDDL), and message_read_speed written again over it
+// (SpeedViewDDL).
+func SpeedDDL(d DDL) []string { return append(SpeedTableDDL(d), SpeedViewDDL(d)...) }
+
+// SpeedTableDDL creates the speed rollup.
+func SpeedTableDDL(d DDL) []string { return d.CreateTable(SpeedTable.Def()) }
+
+// SpeedViewDDL writes message_read_speed again over the speed rollup.
+func SpeedViewDDL(d DDL) []string { return d.replaceView(view{SpeedView, messageReadSpeed(d)}) }
