@@ -70,12 +70,19 @@ func TestCrashCampaign(t *testing.T) {
 	}
 	// How long a whole backfill takes on this server and machine: the
 	// kills fall within it, so that most land in the middle of a pass
-	// whatever the server's speed.
-	start := time.Now()
-	if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
-		t.Fatalf("the first backfill: exit %d\n%s", code, stderr)
+	// whatever the server's speed. The shorter of the first two: the
+	// first computes every message's speed from its curve, and the rounds
+	// write over a history, as the second does.
+	var pass time.Duration
+	for i := range 2 {
+		start := time.Now()
+		if code, _, stderr := f.run(t, "--backfill"); code != ExitOK {
+			t.Fatalf("backfill %d: exit %d\n%s", i+1, code, stderr)
+		}
+		if d := time.Since(start); i == 0 || d < pass {
+			pass = d
+		}
 	}
-	pass := time.Since(start)
 	t.Logf("a whole backfill took %s", pass.Round(time.Millisecond))
 
 	past := []string{"2026-03-01T00:00:00Z", "2026-03-01T06:00:00Z", "2026-03-01T12:00:00Z", "2026-03-02T00:00:00Z"}
