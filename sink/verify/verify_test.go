@@ -3,6 +3,7 @@ package verify_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -186,9 +187,38 @@ SELECT toInt64(3), toDateTime('2026-03-01 08:00:00', 'UTC'), maxState(%s)`,
 SELECT toInt64(4), toDateTime('2026-03-01 12:00:00', 'UTC'), argMaxState((toUInt64(1), toUInt64(0), toInt64(12345), toUInt64(0)), %s)`,
 				db.Table(schema.HourGainsRollup), outranks)}
 		}, "wrong   project_id=4 hour=2026-03-01T12:00:00Z"},
-		{schema.SpeedView, func(*testing.T) []string {
-			// Message 201 read at an hour of age as much as at 20 hours.
-			return []string{copyAgeRow(2, 1, 20, 1)}
+		{schema.SpeedView, func(t *testing.T) []string {
+			// Message 201's stored speed with reads it never had, in a
+			// row that outranks its own: the view reads the speed
+			// rollup, not the curve.
+			var cols []string
+			rows, err := db.Conn.Query(ctx, "SELECT name FROM system.columns WHERE database = "+chconn.QuoteString(db.Name)+
+				" AND table = "+chconn.QuoteString(schema.SpeedRollup))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var c string
+				if err := rows.Scan(&c); err != nil {
+					t.Fatal(err)
+				}
+				cols = append(cols, c)
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			values := slices.Clone(cols)
+			for i, c := range values {
+				switch c {
+				case "latest_reads":
+					values[i] = "latest_reads + 12345"
+				case "version":
+					values[i] = "version + 1"
+				}
+			}
+			return []string{fmt.Sprintf("INSERT INTO %[1]s (%[2]s) SELECT %[3]s FROM %[1]s FINAL WHERE project_id = 2 AND message_id = 201",
+				db.Table(schema.SpeedRollup), strings.Join(cols, ", "), strings.Join(values, ", "))}
 		}, "wrong   project_id=2 message_id=201"},
 		{schema.ProjectByAgeView, func(*testing.T) []string {
 			// Message 101 seen 30 hours old, as only message 102 was of
