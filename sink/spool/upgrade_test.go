@@ -110,18 +110,7 @@ func copyRelease(t *testing.T, src string) string {
 func TestPreviousReleaseSetAsideIsQuarantined(t *testing.T) {
 	dir := copyRelease(t, "testdata/release-0.4.0")
 	torn := "01795612989194078259-rows-74fd4db7.json.gz"
-	in, err := spool.Inspect(dir)
-	if err != nil || in.Entries != 2 || in.Quarantined != 1 {
-		t.Fatalf("Inspect = %+v, %v; want 2 entries waiting and 1 quarantined", in, err)
-	}
-	sp, err := spool.Open(dir, 1<<30, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	if st := sp.Stats(); st.Entries != 2 || st.Quarantined != 1 {
-		t.Errorf("stats %+v; want 2 entries waiting and 1 quarantined", st)
-	}
+	sp := openTwoAndOneQuarantined(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, "corrupt")); !os.IsNotExist(err) {
 		t.Errorf("corrupt/ still there: %v", err)
 	}
@@ -171,18 +160,7 @@ func TestRelease050SpoolReplays(t *testing.T) {
 		quarantine = "01795896363594724587-run-f25292e7.json.gz"
 	)
 	dir := copyRelease(t, "testdata/release-0.5.0")
-	in, err := spool.Inspect(dir)
-	if err != nil || in.Entries != 2 || in.Quarantined != 1 {
-		t.Fatalf("Inspect = %+v, %v; want 2 entries waiting and 1 quarantined", in, err)
-	}
-	sp, err := spool.Open(dir, 1<<30, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	if st := sp.Stats(); st.Entries != 2 || st.Quarantined != 1 {
-		t.Errorf("stats %+v; want 2 entries waiting and 1 quarantined", st)
-	}
+	sp := openTwoAndOneQuarantined(t, dir)
 
 	db, ch := migrated(t)
 	ctx := context.Background()
@@ -262,4 +240,24 @@ func TestRelease050RefusalCountsGoOn(t *testing.T) {
 	if st := sp.Stats(); st.Entries != 0 || st.Quarantined != 2 {
 		t.Errorf("stats %+v; want nothing waiting and both run records quarantined", st)
 	}
+}
+
+// openTwoAndOneQuarantined opens the spool dir of an earlier release,
+// which --check (Inspect, before anything opens it) and the spool's
+// stats must both count as two entries waiting and one quarantined.
+func openTwoAndOneQuarantined(t *testing.T, dir string) *spool.Spool {
+	t.Helper()
+	in, err := spool.Inspect(dir)
+	if err != nil || in.Entries != 2 || in.Quarantined != 1 {
+		t.Fatalf("Inspect = %+v, %v; want 2 entries waiting and 1 quarantined", in, err)
+	}
+	sp, err := spool.Open(dir, 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	if st := sp.Stats(); st.Entries != 2 || st.Quarantined != 1 {
+		t.Errorf("stats %+v; want 2 entries waiting and 1 quarantined", st)
+	}
+	return sp
 }

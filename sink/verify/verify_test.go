@@ -10,6 +10,7 @@ import (
 
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
@@ -42,14 +43,8 @@ func TestVerifyFindsTheViewsRight(t *testing.T) {
 // Each kind of difference, written by hand into a rollup, is found in the
 // view it shows in, with its key, and Repair mends it.
 func TestVerifyFindsAndRepairsEachDifference(t *testing.T) {
-	ch, db := historytest.OpenTestSink(t)
+	ch, db, h := sixPasses(t)
 	ctx := context.Background()
-	h := historytest.NewHistory(t, ch)
-	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 6 {
-		h.Pass(day.Add(time.Duration(4*i) * time.Hour))
-	}
-	historytest.AssertVerified(t, ch, time.Time{})
 	exec := func(q string) {
 		t.Helper()
 		if err := db.Conn.Exec(ctx, q); err != nil {
@@ -122,7 +117,7 @@ WHERE project_id = 1 AND message_id = 101 AND age_hours = 20`, db.Table("message
 	}
 	// The next pass builds on what the repair left, not on a tip of the
 	// rows it found wrong.
-	h.Pass(day.Add(24 * time.Hour))
+	h.Pass(sixPassesDay().Add(24 * time.Hour))
 	historytest.AssertVerified(t, ch, time.Time{})
 }
 
@@ -132,14 +127,8 @@ WHERE project_id = 1 AND message_id = 101 AND age_hours = 20`, db.Table("message
 // where it reads the stored history itself): the report names the row
 // that differs in that view, and Repair mends it.
 func TestVerifyFindsAndRepairsEachViewDamaged(t *testing.T) {
-	ch, db := historytest.OpenTestSink(t)
+	ch, db, _ := sixPasses(t)
 	ctx := context.Background()
-	h := historytest.NewHistory(t, ch)
-	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
-	for i := range 6 {
-		h.Pass(day.Add(time.Duration(4*i) * time.Hour))
-	}
-	historytest.AssertVerified(t, ch, time.Time{})
 	// A refresh key that outranks every refresh's: those of this release
 	// start with 1, and an hour's has refreshKeyLen (80) characters.
 	const outranks = "'9'"
@@ -411,4 +400,21 @@ GROUP BY h, snapshot_at`, db.Table(schema.NameFailureHours), nft, schema.Failure
 		t.Fatal(err)
 	}
 	historytest.AssertVerified(t, ch, time.Time{})
+}
+
+// sixPassesDay is the day of sixPasses' passes.
+func sixPassesDay() time.Time { return time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC) }
+
+// sixPasses opens a test sink holding six passes four hours apart from
+// sixPassesDay, which --verify finds right: the history the tests damage,
+// with the fake history that wrote it.
+func sixPasses(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB, *historytest.History) {
+	t.Helper()
+	ch, db := historytest.OpenTestSink(t)
+	h := historytest.NewHistory(t, ch)
+	for i := range 6 {
+		h.Pass(sixPassesDay().Add(time.Duration(4*i) * time.Hour))
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+	return ch, db, h
 }
