@@ -65,35 +65,53 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 	if err := h.refreshAtTip(ctx, prepared, atTip, written, schedule); err != nil {
 		return err
 	}
-	if err := h.refreshRacedTips(ctx, id, prepared, atTip, written); err != nil {
+	carried, err := h.refreshSpeeds(ctx, aged, prepared)
+	if err != nil {
 		return err
 	}
-	if err := h.refreshSpeeds(ctx, aged, prepared); err != nil {
+	if err := h.refreshRaced(ctx, id, prepared, atTip, carried); err != nil {
 		return err
 	}
 	return h.recordDone(ctx, id, prepared, writtenSnapshots(written))
 }
 
-// refreshRacedTips refreshes again, from the stored history, the writes
-// refreshed at the tip whose project another recomputation (a reconcile
-// step's, a fold's, another writer's) was recomputing while the refresh
-// read and wrote. That recomputation may have read the derived rows
-// before the refresh wrote them and written its own after, without the
-// write, under a key that outranks the refresh's; or written a tip the
-// refresh did not see. The reconcile would mend it once its settle delay
-// passed, but a daemon stopped before that would leave the views wrong
-// until its next start. The stored history holds both the write and what
-// the other recomputation read, so a refresh from it now outranks both.
-// A recomputation that started after the write read it: it too is taken
-// for a race, which costs a refresh, not a wrong row.
-func (h *History) refreshRacedTips(ctx context.Context, id uint64, prepared *Prepared, tips tipWrites, written []sink.Snapshot) error {
-	if !h.tipped() || len(tips) == 0 || prepared.readAt == 0 {
+// refreshRaced refreshes again, from the stored history, what the write's
+// refresh computed from derived rows another recomputation (a reconcile
+// step's, a fold's, another writer's) of the same project may have
+// changed while the refresh read and wrote them: the writes refreshed at
+// the tip, and the speeds carried forward (speeds.go), each message's
+// from its whole curve. A tip's recomputation may have read the derived
+// rows before the refresh wrote them and written its own after, without
+// the write, under a key that outranks the refresh's; or written a tip
+// the refresh did not see. A speed was carried from the row the
+// recomputation was replacing: when the recomputation added snapshots
+// older than the row's latest (an import, a replay of an outage) and
+// wrote its row before the carried one, the carried row, of a higher
+// version, hides them. The reconcile would mend a tip once its settle
+// delay passed, but a daemon stopped before that would leave the views
+// wrong until its next start, and it leaves a speed the write recorded
+// as done alone. The stored history holds both the write and what the
+// other recomputation read, so a refresh from it now outranks both (a
+// speed from the curve has the carried row's version and is inserted
+// after it). A recomputation that started after the write read it: it
+// too is taken for a race, which costs a refresh, not a wrong row.
+//
+// Without a record of recomputations (cluster mode), or of the write's
+// reads, the write's change is not recorded as done, and the reconcile
+// recomputes it from the stored history, speeds included.
+func (h *History) refreshRaced(ctx context.Context, id uint64, prepared *Prepared, tips tipWrites, carried []msgKey) error {
+	if !h.tipped() || (len(tips) == 0 && len(carried) == 0) || prepared == nil || prepared.readAt == 0 {
 		return nil
 	}
-	projects := make([]int64, len(tips))
-	for i, w := range tips {
-		projects[i] = w.project
+	var projects []int64
+	for _, w := range tips {
+		projects = append(projects, w.project)
 	}
+	for _, k := range carried {
+		projects = append(projects, k.project)
+	}
+	slices.Sort(projects)
+	projects = slices.Compact(projects)
 	// Every record read was made before this read: a recomputation found
 	// started before now, and raced the refresh unless it ended before
 	// the refresh's reads began.
@@ -101,22 +119,41 @@ func (h *History) refreshRacedTips(ctx context.Context, id uint64, prepared *Pre
 	if err != nil {
 		return err
 	}
-	raced := chconn.SnapshotSet{}
-	for _, w := range tips {
-		for _, r := range recs[w.project] {
+	raced := func(project int64) bool {
+		for _, r := range recs[project] {
 			if r.id != id && r.end >= prepared.readAt {
-				raced.Add(w.project, w.at)
-				break
+				return true
 			}
 		}
+		return false
 	}
-	if raced.Len() == 0 {
+	tipsRaced := chconn.SnapshotSet{}
+	for _, w := range tips {
+		if raced(w.project) {
+			tipsRaced.Add(w.project, w.at)
+		}
+	}
+	var speedsRaced []msgKey
+	for _, k := range carried {
+		if raced(k.project) {
+			speedsRaced = append(speedsRaced, k)
+		}
+	}
+	if tipsRaced.Len() == 0 && len(speedsRaced) == 0 {
 		return nil
 	}
-	h.conn.Log().Debug("a refresh at the tip raced a recomputation; refreshing from the stored history", "projects", len(raced))
-	return h.recomputing(ctx, id, raced.Projects(), func() error {
-		_, err := h.refreshSets(ctx, raced, nil)
-		return err
+	h.conn.Log().Debug("a refresh raced a recomputation; refreshing from the stored history",
+		"tip_projects", len(tipsRaced.Projects()), "carried_speeds", len(speedsRaced))
+	all := tipsRaced.Projects()
+	for _, k := range speedsRaced {
+		all = append(all, k.project)
+	}
+	slices.Sort(all)
+	return h.recomputing(ctx, id, slices.Compact(all), func() error {
+		if _, err := h.refreshSets(ctx, tipsRaced, nil); err != nil {
+			return err
+		}
+		return h.speedsFromCurves(ctx, speedsRaced)
 	})
 }
 

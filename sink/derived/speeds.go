@@ -36,6 +36,13 @@ import (
 // change the reconcile has yet to recompute). Reading only the needed ages
 // of such a curve would read the same granules of the age rollup (1 024
 // rows each, the curves of about ten messages): it reads the whole curve.
+//
+// A row read before a recomputation of its project (a reconcile step
+// that added snapshots older than its latest) wrote its own misses what
+// that one added, and the carried row, of a higher version, would hide
+// it: the write's refresh looks for such a recomputation once it has
+// carried, and computes those messages again from their curves
+// (refreshRaced).
 
 // agedRow is a snapshot row of a write with its message's create_at:
 // what FillAges added to the age rollup.
@@ -63,10 +70,12 @@ type Aged struct {
 // from their curves otherwise. prepared (nil for nothing) is what the
 // write read before it. It is part of the refresh after a write: when it
 // fails, the write's changes are left to the reconcile, which computes
-// the speeds again from the curves (refillAges).
-func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepared) error {
+// the speeds again from the curves (refillAges). It returns the messages
+// whose rows it carried forward, which a recomputation racing the write
+// may have made wrong (refreshRaced).
+func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepared) ([]msgKey, error) {
 	if aged == nil || len(aged.rows) == 0 {
-		return nil
+		return nil, nil
 	}
 	var messages []msgKey
 	for i, a := range aged.rows {
@@ -76,10 +85,11 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 	}
 	prev, err := h.readSpeeds(ctx, messages)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var (
 		carried []schema.SpeedRow
+		keys    []msgKey
 		curves  []msgKey
 		j       int
 	)
@@ -110,6 +120,7 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 		if ok {
 			if next, ok := carrySpeed(p, written); ok {
 				carried = append(carried, next)
+				keys = append(keys, k)
 				continue
 			}
 		}
@@ -117,9 +128,9 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 	}
 	h.conn.Log().Debug("speeds refreshed", "carried", len(carried), "from_curves", len(curves))
 	if err := chconn.Insert(ctx, h.conn, schema.SpeedTable, nil, carried); err != nil {
-		return h.conn.Redact(fmt.Errorf("store the %s rows of %d messages carried forward: %w", schema.SpeedRollup, len(carried), err))
+		return nil, h.conn.Redact(fmt.Errorf("store the %s rows of %d messages carried forward: %w", schema.SpeedRollup, len(carried), err))
 	}
-	return h.speedsFromCurves(ctx, curves)
+	return keys, h.speedsFromCurves(ctx, curves)
 }
 
 // readSpeeds reads the speed rollup's rows of messages, sorted by

@@ -6,13 +6,17 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
+	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
@@ -188,5 +192,91 @@ func TestSpeedsCarriedEqualTheirCurves(t *testing.T) {
 		t.Errorf("%s holds %d rows, want one for each of the %d messages", schema.SpeedRollup, n, len(messages))
 	}
 	// And the views equal their brute force over the raw snapshots.
+	historytest.AssertVerified(t, ch, time.Time{})
+}
+
+// raceAtSpeedInsert runs hook, once armed, before the next INSERT of
+// carried speed rows into the database's speed rollup: where a
+// recomputation that ran between a write's read of the rows it carries
+// forward and its write of them falls.
+type raceAtSpeedInsert struct {
+	driver.Conn
+	table string
+	hook  atomic.Pointer[func()]
+}
+
+func (r *raceAtSpeedInsert) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if strings.HasPrefix(q, "INSERT INTO "+r.table+" ") {
+		if hook := r.hook.Swap(nil); hook != nil {
+			(*hook)()
+		}
+	}
+	return r.Conn.PrepareBatch(ctx, q, opts...)
+}
+
+// A reconcile step that adds snapshots older than a message's latest (an
+// import of another exporter's history) and computes its speed from the
+// curve while a write carries the speed forward from the row it read
+// before the step wrote its own: the write's row, of a higher version,
+// would hide the older snapshots; the write sees that it raced the step
+// and computes the message's speed from its curve again. Every speed
+// then equals its curve, and the views their brute force.
+func TestSpeedsCarriedPastARacingRecomputation(t *testing.T) {
+	db := sinktest.New(t)
+	race := &raceAtSpeedInsert{table: db.Table(schema.SpeedRollup)}
+	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second),
+		clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { race.Conn = c; return race }))
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	const messages = 5
+	write := func(at time.Time, version uint64) {
+		t.Helper()
+		ts := sink.TimeOf(at)
+		b := sink.Batch{Schedule: "hourly", Projects: []sink.Project{{ID: 1, NFT: "p1.eth", Name: "Project 1", Raw: "{}", FetchedAt: ts, Version: version}}}
+		hours := uint64(at.Sub(created) / time.Hour)
+		for m := int64(1); m <= messages; m++ {
+			b.Messages = append(b.Messages, sink.Message{ProjectID: 1, ID: m, Subject: "s", CreateAt: sink.TimeOf(created), FetchedAt: ts, Version: version})
+			b.Snapshots = append(b.Snapshots, sink.Snapshot{ProjectID: 1, MessageID: m, SnapshotAt: ts, FetchedAt: ts,
+				ReadCount: 100 + hours*uint64(m), Total: 10_000, Percent: 1, Version: version})
+		}
+		if err := ch.Write(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// First seen 30 hours after their creation, hourly since.
+	for h := 30; h < 36; h++ {
+		write(created.Add(time.Duration(h)*time.Hour), uint64(h))
+	}
+	assertSpeedsOfCurves(t, db, "before the import")
+	// An import of their first day, hour by hour, with fewer reads: it
+	// moves every speed's first age, its reads at 1, 6 and 24 hours and
+	// the bucket that first reached half its reads.
+	if err := db.Conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (project_id, message_id, snapshot_at, fetched_at, read_count, total, percent, version)
+SELECT 1, m, s, s, toUInt64(h * 3), 10000, 1, 1
+FROM (SELECT toUInt64(modulo(number, %d) + 1) AS m, intDiv(number, %d) AS h, toDateTime('2026-03-01 00:30:00') + h * 3600 AS s FROM numbers(%d))`,
+		db.Table("message_read_snapshots"), messages, messages, 24*messages)); err != nil {
+		t.Fatal(err)
+	}
+	sinktest.AwaitSettled(t, db.Conn, time.Second)
+	var step derived.StepReport
+	hook := func() {
+		rep, err := ch.ReconcileStep(ctx, "", 10_000)
+		if err != nil {
+			t.Error(err)
+		}
+		step = rep
+	}
+	race.hook.Store(&hook)
+	write(created.Add(36*time.Hour), 36)
+	if race.hook.Load() != nil {
+		t.Fatal("the write carried no speed forward: the test raced nothing")
+	}
+	if step.ChangedSnapshots == 0 {
+		t.Fatalf("the reconcile step in the write's refresh read no change (%+v): the test raced nothing", step)
+	}
+	assertSpeedsOfCurves(t, db, "after the write that raced the reconcile")
 	historytest.AssertVerified(t, ch, time.Time{})
 }
