@@ -24,6 +24,13 @@ import (
 // pins rule by rule; in SQL it would be an array fold in two dialects,
 // and a second statement to find the messages it gave up on.
 //
+// A message that had no snapshot before the write (Prepare found no
+// latest row of it) has no row to read: a pass of new messages, a first
+// backfill, reads none, and computes their rows from their curves, which
+// hold what the write added alone. (Computed in Go from those rows, they
+// would spare the server that read but hold a batch's speed rows in the
+// process, a quarter of a kilobyte a message.)
+//
 // A message whose row cannot decide is computed again from its whole
 // curve (schema.SpeedRefill), as the reconcile does: a message without a
 // row (new, or its row expired), a snapshot older than the row's latest
@@ -77,15 +84,22 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 	if aged == nil || len(aged.rows) == 0 {
 		return nil, nil
 	}
+	// A message that had no snapshot before the write (Prepare read its
+	// project and found no latest row) has no speed row to read: a pass
+	// of new messages reads nothing here.
 	var messages []msgKey
 	for i, a := range aged.rows {
-		if i == 0 || a.project != aged.rows[i-1].project || a.message != aged.rows[i-1].message {
-			messages = append(messages, msgKey{a.project, a.message})
+		k := msgKey{a.project, a.message}
+		if (i == 0 || k != (msgKey{aged.rows[i-1].project, aged.rows[i-1].message})) && !prepared.isNew(k) {
+			messages = append(messages, k)
 		}
 	}
-	prev, err := h.readSpeeds(ctx, messages)
-	if err != nil {
-		return nil, err
+	var prev []schema.SpeedRow
+	if len(messages) > 0 {
+		var err error
+		if prev, err = h.readSpeeds(ctx, messages); err != nil {
+			return nil, err
+		}
 	}
 	var (
 		carried []schema.SpeedRow
@@ -204,6 +218,20 @@ func messagesExt(name string, messages []msgKey) (*chconn.ExtTable, int64, int64
 		lo, hi = min(lo, k.project), max(hi, k.project)
 	}
 	return t, lo, hi, nil
+}
+
+// isNew reports whether Prepare read message k's project and found no
+// latest row of k: k had no snapshot before the write.
+func (p *Prepared) isNew(k msgKey) bool {
+	if p == nil {
+		return false
+	}
+	rows, read := p.latestOf(k.project)
+	if !read {
+		return false
+	}
+	_, found := slices.BinarySearchFunc(rows, k.message, func(r msgRow, m int64) int { return cmp.Compare(r.message, m) })
+	return !found
 }
 
 // latestRow returns message k's latest row as Prepare read it, and whether
