@@ -44,20 +44,23 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 	if len(written) == 0 {
 		return nil
 	}
-	atTip := prepared.atTip(written)
-	var rest []sink.Snapshot
-	for _, s := range written {
-		if !atTip.has(s.ProjectID) {
-			rest = append(rest, s)
-		}
-	}
-	id := newRefreshID()
+	atTip, rest := prepared.splitAtTip(written)
+	id := prepared.refreshID()
 	if len(rest) > 0 {
 		stored := writtenSnapshots(rest)
-		err := h.recomputing(ctx, id, stored.Projects(), func() error {
+		refresh := func() error {
 			_, err := h.refreshSets(ctx, stored, nil)
 			return err
-		})
+		}
+		var err error
+		if prepared != nil && prepared.started {
+			// Prepare recorded the start before the write.
+			if err = refresh(); err == nil {
+				err = h.recordEnds(ctx, id, stored.Projects())
+			}
+		} else {
+			err = h.recomputing(ctx, id, stored.Projects(), refresh)
+		}
 		if err != nil {
 			return err
 		}

@@ -2,12 +2,16 @@ package derived_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema"
@@ -377,4 +381,89 @@ SELECT 1 + number %% 100, 1, toDateTime(1767225600 + 60 * intDiv(number, 100)), 
 			t.Errorf("counting what waits read %d rows of a backlog of %d, over the cap of %d and four granules", s.Rows, backlog, derived.PendingCap)
 		}
 	}
+}
+
+// failAgeFill fails, once armed, the next INSERT into the age rollup: the
+// step of a write after its rows and before its refresh, where a write
+// killed there stops.
+type failAgeFill struct {
+	driver.Conn
+	table string
+	armed atomic.Bool
+}
+
+func (f *failAgeFill) Exec(ctx context.Context, q string, args ...any) error {
+	if strings.HasPrefix(q, "INSERT INTO "+f.table+" ") && f.armed.Swap(false) {
+		return errors.New("the write stops before its refresh")
+	}
+	return f.Conn.Exec(ctx, q, args...)
+}
+
+// Two writes of one project snapshot in one second, the first refreshed
+// at the tip, the second stopped between its rows and its refresh: the
+// change log holds one change for both (its times are seconds), which the
+// first's record of its refresh covers. The second recorded, before its
+// rows, that its project is being recomputed, so the reconcile does not
+// take the change for the first's alone and recomputes it: every view
+// then equals its brute force, the second write's message included.
+func TestReconcileRecomputesAWriteStoppedInTheSecondOfAnother(t *testing.T) {
+	db := sinktest.New(t)
+	fail := &failAgeFill{table: db.Table(schema.AgeRollup)}
+	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second),
+		clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { fail.Conn = c; return fail }))
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC)
+	ts := sink.TimeOf(at)
+	write := func(project, message int64) error {
+		m := sink.Message{ProjectID: project, ID: message, Subject: "s", CreateAt: sink.TimeOf(at.Add(-time.Hour)), FetchedAt: ts, Version: uint64(message)}
+		return ch.Write(ctx, &sink.Batch{
+			Projects:  []sink.Project{{ID: project, NFT: fmt.Sprintf("p%d.eth", project), Name: "P", Raw: "{}", FetchedAt: ts, Version: uint64(message)}},
+			Messages:  []sink.Message{m},
+			Snapshots: []sink.Snapshot{{ProjectID: project, MessageID: message, SnapshotAt: ts, FetchedAt: ts, ReadCount: 10 * uint64(message), Total: 100, Percent: 10, Version: uint64(message)}},
+		})
+	}
+	// The seconds cannot be chosen: the pair is written again, for
+	// another project, until both changes and the first refresh's record
+	// fell in one second.
+	collided := int64(0)
+	for project := int64(1); project <= 20 && collided == 0; project++ {
+		if err := write(project, 1); err != nil {
+			t.Fatal(err)
+		}
+		fail.armed.Store(true)
+		if err := write(project, 2); err == nil {
+			t.Fatal("the second write went through: the test stopped nothing")
+		}
+		var changes, doneInIt uint64
+		f := func(q string, dst ...any) {
+			t.Helper()
+			if err := db.Conn.QueryRow(ctx, q).Scan(dst...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		changeLog := fmt.Sprintf("%s WHERE project_id = %d", db.Table(schema.SnapshotChanges), project)
+		f("SELECT uniqExact(changed_at) FROM "+changeLog, &changes)
+		f(fmt.Sprintf("SELECT count() FROM %s WHERE kind = %d AND project_id = %d AND at = (SELECT any(changed_at) FROM %s)",
+			db.Table(schema.Refreshes), schema.RefreshDone, project, changeLog), &doneInIt)
+		if changes == 1 && doneInIt > 0 {
+			collided = project
+		}
+	}
+	if collided == 0 {
+		t.Fatal("in 20 tries, the two writes and the first's refresh never fell in one second")
+	}
+	sinktest.AwaitSettled(t, db.Conn, time.Second)
+	for {
+		rep, err := ch.ReconcileStep(ctx, "", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.CaughtUp {
+			break
+		}
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
 }

@@ -59,6 +59,33 @@ type Prepared struct {
 	latest []msgRow
 	// tips holds the tips of the projects read that have one.
 	tips map[int64]tip
+	// id names the write's refresh in the record of refreshes, and
+	// started says that Prepare recorded the start of its recomputation
+	// of the projects it does not refresh at the tip (see Prepare).
+	id      uint64
+	started bool
+}
+
+// refreshID is the id of the refresh of the write p was read for: the
+// one Prepare recorded, or a new one.
+func (p *Prepared) refreshID() uint64 {
+	if p == nil || p.id == 0 {
+		return newRefreshID()
+	}
+	return p.id
+}
+
+// splitAtTip returns the writes of written a refresh at the tip takes,
+// and the rest, which it recomputes from the stored history.
+func (p *Prepared) splitAtTip(written []sink.Snapshot) (tipWrites, []sink.Snapshot) {
+	atTip := p.atTip(written)
+	var rest []sink.Snapshot
+	for _, s := range written {
+		if !atTip.has(s.ProjectID) {
+			rest = append(rest, s)
+		}
+	}
+	return atTip, rest
 }
 
 // msgRow is a message's row, with its project and message.
@@ -144,6 +171,22 @@ FROM
 		return nil, h.conn.Redact(fmt.Errorf("read the latest rows and tips of %d projects before a write: %w", len(projects), err))
 	}
 	slices.SortFunc(p.latest, msgRow.compare)
+	// The projects the refresh will recompute from the stored history
+	// are recorded as recomputed from before their rows are written: the
+	// reconcile judges a change by the second it was made in, and a write
+	// killed between its rows and its refresh, in the second another
+	// write of the same project snapshot was refreshed in, would
+	// otherwise leave a change that looks like the other's, refreshed.
+	// Recorded, the start keeps the reconcile from leaving the project's
+	// changes near it to their writers (refreshes.go). It is the record
+	// the refresh makes anyway, made earlier.
+	p.id = newRefreshID()
+	if _, rest := p.splitAtTip(written); len(rest) > 0 {
+		if err := h.recordStarts(ctx, p.id, writtenSnapshots(rest).Projects()); err != nil {
+			return nil, err
+		}
+	}
+	p.started = true
 	return p, nil
 }
 
