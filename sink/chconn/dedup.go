@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"iter"
 	"math"
 	"time"
 
@@ -25,15 +26,15 @@ import (
 // A table's batch columns hold one value for all the rows of an INSERT,
 // written once after the table's name; a table without them (all but the
 // snapshots) keeps the digest earlier releases computed.
-func insertToken[R any](t Table[R], b *sink.Batch, rows []R) string {
+func insertToken[R any](t Table[R], b *sink.Batch, rows iter.Seq[*R]) string {
 	w := tokenWriter{h: sha256.New()}
 	w.string(t.Name())
 	for _, v := range t.BatchValues(nil, b) {
 		w.value(v)
 	}
 	var vals []any
-	for i := range rows {
-		vals = t.RowValues(vals[:0], &rows[i])
+	for r := range rows {
+		vals = t.RowValues(vals[:0], r)
 		for _, v := range vals {
 			w.value(v)
 		}

@@ -7,7 +7,9 @@ import (
 )
 
 // InsertToken exposes insertToken to the tests of package chconn_test.
-func InsertToken[R any](t Table[R], b *sink.Batch, rows []R) string { return insertToken(t, b, rows) }
+func InsertToken[R any](t Table[R], b *sink.Batch, rows []R) string {
+	return insertToken(t, b, sliceRows(rows))
+}
 
 // EncodesValue reports whether an INSERT's token has an encoding of its
 // own for v, for the tests of package chconn_test.

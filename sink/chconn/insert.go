@@ -3,6 +3,7 @@ package chconn
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/readsync/readsync/sink"
@@ -30,16 +31,35 @@ type Table[R any] interface {
 // one INSERT and reports it to the function ObserveInserts gave. It fails
 // with a *sink.TableError, which says which table did not take the rows.
 func Insert[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows []R) error {
-	if len(rows) == 0 {
+	return InsertSeq(ctx, c, t, b, len(rows), sliceRows(rows))
+}
+
+// sliceRows yields a pointer to each of rows, in order.
+func sliceRows[R any](rows []R) iter.Seq[*R] {
+	return func(yield func(*R) bool) {
+		for i := range rows {
+			if !yield(&rows[i]) {
+				return
+			}
+		}
+	}
+}
+
+// InsertSeq is Insert of the n rows rows yields, computed as they are
+// sent, so that the process holds a block of them at a time rather than
+// all. rows must yield the same rows each time it is ranged over: the
+// deduplication token is computed from them before they are sent.
+func InsertSeq[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, n int, rows iter.Seq[*R]) error {
+	if n == 0 {
 		return nil
 	}
 	start := time.Now()
-	err := send(ctx, c, t, b, rows)
+	err := send(ctx, c, t, b, n, rows)
 	if c.observe != nil {
-		c.observe(t.Name(), len(rows), time.Since(start), err)
+		c.observe(t.Name(), n, time.Since(start), err)
 	}
 	if err != nil {
-		return &sink.TableError{Table: t.Name(), Rows: len(rows), Err: err}
+		return &sink.TableError{Table: t.Name(), Rows: n, Err: err}
 	}
 	return nil
 }
@@ -51,8 +71,8 @@ func Insert[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows
 // batch still makes one part per table.
 const InsertBlockRows = 4096
 
-func send[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows []R) error {
-	n, name := len(rows), t.Name()
+func send[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, n int, rows iter.Seq[*R]) error {
+	name := t.Name()
 	// Sent without knowing the server, the INSERT would lack its token
 	// and settings, and a repeat of it could count twice: until the
 	// server has answered once, the write fails, to be retried or
@@ -79,17 +99,24 @@ func send[R any](ctx context.Context, c *Conn, t Table[R], b *sink.Batch, rows [
 	// One slice of values serves every row: the row's own, then the
 	// batch's, which are the same for all of them.
 	shared := t.BatchValues(nil, b)
-	var vals []any
-	for i := range rows {
-		vals = append(t.RowValues(vals[:0], &rows[i]), shared...)
+	var (
+		vals []any
+		i    int
+	)
+	for r := range rows {
+		vals = append(t.RowValues(vals[:0], r), shared...)
 		if err := batch.Append(vals...); err != nil {
 			return c.Redact(fmt.Errorf("insert into %s: row %d: %w", name, i, err))
 		}
-		if (i+1)%InsertBlockRows == 0 && i+1 < n {
+		i++
+		if i%InsertBlockRows == 0 && i < n {
 			if err := batch.Flush(); err != nil {
 				return c.Redact(fmt.Errorf("insert %d rows into %s: send block: %w", n, name, err))
 			}
 		}
+	}
+	if i != n {
+		return fmt.Errorf("insert into %s: %d rows given, %d said", name, i, n)
 	}
 	err = batch.Send()
 	release()

@@ -174,7 +174,7 @@ func TestCarrySpeed(t *testing.T) {
 // up seldom.
 func TestCarrySpeedRandom(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 17))
-	carried, steady, steadyCarried := 0, 0, 0
+	carried, steady, steadyCarried, firsts := 0, 0, 0, 0
 	for range 20000 {
 		var rows []agedRow
 		reads, minute := uint64(rng.IntN(3)), rng.IntN(3*60)-30
@@ -201,6 +201,16 @@ func TestCarrySpeedRandom(t *testing.T) {
 			write = append([]agedRow{before[rng.IntN(len(before))]}, write...)
 		}
 		sortAged(write)
+		// The whole curve written at once, as a message's first write (a
+		// backfill's) holds it.
+		whole := slices.Clone(rows)
+		sortAged(whole)
+		if got, ok := firstSpeed(whole); ok {
+			firsts++
+			if want := speedOfCurve(whole); !reflect.DeepEqual(got, want) {
+				t.Fatalf("curve %v written at once: computed\n %s\nwant\n %s", whole, showSpeed(got), showSpeed(want))
+			}
+		}
 		got, ok := carrySpeed(speedOfCurve(before), write)
 		if grows {
 			steady++
@@ -217,6 +227,10 @@ func TestCarrySpeedRandom(t *testing.T) {
 		}
 	}
 	t.Logf("carried %d of 20000 writes; %d of the %d of a snapshot a message over curves that only grow", carried, steadyCarried, steady)
+	t.Logf("computed %d of the 20000 curves written at once", firsts)
+	if firsts == 0 {
+		t.Error("computed no curve written at once")
+	}
 	if steadyCarried*10 < steady*9 {
 		t.Errorf("carried %d of %d writes of a snapshot over curves that only grow, want nine in ten", steadyCarried, steady)
 	}
