@@ -53,7 +53,7 @@ func (h *History) Refresh(ctx context.Context, written []sink.Snapshot, schedule
 			return err
 		}
 		var err error
-		if prepared != nil && prepared.started {
+		if prepared.recorded() {
 			// Prepare recorded the start before the write.
 			if err = refresh(); err == nil {
 				err = h.recordEnds(ctx, id, stored.Projects())
@@ -122,37 +122,31 @@ func (h *History) refreshRaced(ctx context.Context, id uint64, prepared *Prepare
 	if err != nil {
 		return err
 	}
-	raced := func(project int64) bool {
-		for _, r := range recs[project] {
-			if r.id != id && r.end >= prepared.readAt {
-				return true
-			}
+	raced := projects[:0]
+	for _, p := range projects {
+		if slices.ContainsFunc(recs[p], func(r recomputation) bool { return r.id != id && r.end >= prepared.readAt }) {
+			raced = append(raced, p)
 		}
-		return false
 	}
+	if len(raced) == 0 {
+		return nil
+	}
+	isRaced := func(p int64) bool { _, ok := slices.BinarySearch(raced, p); return ok }
 	tipsRaced := chconn.SnapshotSet{}
 	for _, w := range tips {
-		if raced(w.project) {
+		if isRaced(w.project) {
 			tipsRaced.Add(w.project, w.at)
 		}
 	}
 	var speedsRaced []msgKey
 	for _, k := range carried {
-		if raced(k.project) {
+		if isRaced(k.project) {
 			speedsRaced = append(speedsRaced, k)
 		}
 	}
-	if tipsRaced.Len() == 0 && len(speedsRaced) == 0 {
-		return nil
-	}
 	h.conn.Log().Debug("a refresh raced a recomputation; refreshing from the stored history",
 		"tip_projects", len(tipsRaced.Projects()), "carried_speeds", len(speedsRaced))
-	all := tipsRaced.Projects()
-	for _, k := range speedsRaced {
-		all = append(all, k.project)
-	}
-	slices.Sort(all)
-	return h.recomputing(ctx, id, slices.Compact(all), func() error {
+	return h.recomputing(ctx, id, raced, func() error {
 		if _, err := h.refreshSets(ctx, tipsRaced, nil); err != nil {
 			return err
 		}

@@ -409,12 +409,8 @@ func (f *failAgeFill) Exec(ctx context.Context, q string, args ...any) error {
 func TestReconcileRecomputesAWriteStoppedInTheSecondOfAnother(t *testing.T) {
 	db := sinktest.New(t)
 	fail := &failAgeFill{table: db.Table(schema.AgeRollup)}
-	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second),
-		clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { fail.Conn = c; return fail }))
+	ch := historytest.OpenSettled(t, db, clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { fail.Conn = c; return fail }))
 	ctx := context.Background()
-	if err := ch.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	at := time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC)
 	ts := sink.TimeOf(at)
 	write := func(project, message int64) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -132,7 +131,7 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 			// The row must have seen the message's latest snapshot before
 			// the write, or it misses what a write whose refresh failed
 			// added.
-			if before, read := prepared.latestRow(k); read && (before.at != prev[j].LatestAt || before.version != prev[j].LatestVersion) {
+			if before, _, found := prepared.latestRow(k); found && (before.at != prev[j].LatestAt || before.version != prev[j].LatestVersion) {
 				ok = false
 			}
 		}
@@ -247,32 +246,26 @@ func messagesExt(name string, messages []msgKey) (*chconn.ExtTable, int64, int64
 	return t, lo, hi, nil
 }
 
+// latestRow returns message k's latest row as Prepare read it; read
+// says whether Prepare read k's project, found whether it found a row of
+// k there (none: k had no snapshot before the write).
+func (p *Prepared) latestRow(k msgKey) (row snapRow, read, found bool) {
+	if p == nil {
+		return snapRow{}, false, false
+	}
+	rows, read := p.latestOf(k.project)
+	i, found := slices.BinarySearchFunc(rows, k.message, func(r msgRow, m int64) int { return cmp.Compare(r.message, m) })
+	if !found {
+		return snapRow{}, read, false
+	}
+	return rows[i].snapRow, read, true
+}
+
 // isNew reports whether Prepare read message k's project and found no
 // latest row of k: k had no snapshot before the write.
 func (p *Prepared) isNew(k msgKey) bool {
-	if p == nil {
-		return false
-	}
-	rows, read := p.latestOf(k.project)
-	if !read {
-		return false
-	}
-	_, found := slices.BinarySearchFunc(rows, k.message, func(r msgRow, m int64) int { return cmp.Compare(r.message, m) })
-	return !found
-}
-
-// latestRow returns message k's latest row as Prepare read it, and whether
-// it read one.
-func (p *Prepared) latestRow(k msgKey) (snapRow, bool) {
-	rows, read := p.latestOf(k.project)
-	if !read {
-		return snapRow{}, false
-	}
-	i := sort.Search(len(rows), func(i int) bool { return rows[i].message >= k.message })
-	if i == len(rows) || rows[i].message != k.message {
-		return snapRow{}, false
-	}
-	return rows[i].snapRow, true
+	_, read, found := p.latestRow(k)
+	return read && !found
 }
 
 // carrySpeed returns the speed row of a message after the snapshot rows

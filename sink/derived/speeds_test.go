@@ -224,12 +224,8 @@ func (r *raceAtSpeedInsert) PrepareBatch(ctx context.Context, q string, opts ...
 func TestSpeedsCarriedPastARacingRecomputation(t *testing.T) {
 	db := sinktest.New(t)
 	race := &raceAtSpeedInsert{table: db.Table(schema.SpeedRollup)}
-	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second),
-		clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { race.Conn = c; return race }))
+	ch := historytest.OpenSettled(t, db, clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { race.Conn = c; return race }))
 	ctx := context.Background()
-	if err := ch.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	created := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	const messages = 5
 	write := func(at time.Time, version uint64) {

@@ -59,26 +59,35 @@ type Prepared struct {
 	latest []msgRow
 	// tips holds the tips of the projects read that have one.
 	tips map[int64]tip
-	// id names the write's refresh in the record of refreshes, and
-	// started says that Prepare recorded the start of its recomputation
-	// of the projects it does not refresh at the tip (see Prepare).
-	id      uint64
-	started bool
+	// id names the write's refresh in the record of refreshes, under
+	// which Prepare recorded the start of the recomputation of the
+	// projects the refresh does not take at the tip; 0 for nothing
+	// recorded. atTipWrites are the writes it takes there (atTip).
+	id          uint64
+	atTipWrites tipWrites
 }
 
 // refreshID is the id of the refresh of the write p was read for: the
 // one Prepare recorded, or a new one.
 func (p *Prepared) refreshID() uint64 {
-	if p == nil || p.id == 0 {
+	if !p.recorded() {
 		return newRefreshID()
 	}
 	return p.id
 }
 
-// splitAtTip returns the writes of written a refresh at the tip takes,
-// and the rest, which it recomputes from the stored history.
+// recorded reports whether Prepare recorded the start of the
+// recomputation of the write's projects not at the tip.
+func (p *Prepared) recorded() bool { return p != nil && p.id != 0 }
+
+// splitAtTip returns the writes of written, the rows Prepare read for, a
+// refresh at the tip takes, and the rest, which it recomputes from the
+// stored history.
 func (p *Prepared) splitAtTip(written []sink.Snapshot) (tipWrites, []sink.Snapshot) {
 	atTip := p.atTip(written)
+	if p.recorded() {
+		atTip = p.atTipWrites
+	}
 	var rest []sink.Snapshot
 	for _, s := range written {
 		if !atTip.has(s.ProjectID) {
@@ -180,13 +189,14 @@ FROM
 	// Recorded, the start keeps the reconcile from leaving the project's
 	// changes near it to their writers (refreshes.go). It is the record
 	// the refresh makes anyway, made earlier.
-	p.id = newRefreshID()
-	if _, rest := p.splitAtTip(written); len(rest) > 0 {
-		if err := h.recordStarts(ctx, p.id, writtenSnapshots(rest).Projects()); err != nil {
+	atTip, rest := p.splitAtTip(written)
+	id := newRefreshID()
+	if len(rest) > 0 {
+		if err := h.recordStarts(ctx, id, writtenSnapshots(rest).Projects()); err != nil {
 			return nil, err
 		}
 	}
-	p.started = true
+	p.id, p.atTipWrites = id, atTip
 	return p, nil
 }
 

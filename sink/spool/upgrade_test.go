@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/sinktest"
 	"github.com/readsync/readsync/sink/sinktest/historytest"
 	"github.com/readsync/readsync/sink/spool"
@@ -118,16 +119,8 @@ func TestPreviousReleaseSetAsideIsQuarantined(t *testing.T) {
 		t.Errorf("quarantine/ holds %v, want %s", left, torn)
 	}
 
-	db, ch := migrated(t)
+	db, ch := flushBoth(t, sp, map[string]uint64{"projects": 2, "messages": 3, "message_read_snapshots": 3})
 	ctx := context.Background()
-	if n, err := sp.Flush(ctx, ch); n != 2 || err != nil {
-		t.Fatalf("flushed %d entries (%v), want both", n, err)
-	}
-	for table, want := range map[string]uint64{"projects": 2, "messages": 3, "message_read_snapshots": 3} {
-		if got := db.Count(t, table); got != want {
-			t.Errorf("%s: %d rows, want %d", table, got, want)
-		}
-	}
 	var runID string
 	if err := db.Conn.QueryRow(ctx, "SELECT run_id FROM "+db.Table("sync_runs")).Scan(&runID); err != nil || runID != "019a9f3c-1e2b-7c55-8f00-5a0d3c2b1a90" {
 		t.Errorf("run record %q (%v), want the spooled one", runID, err)
@@ -162,16 +155,8 @@ func TestRelease050SpoolReplays(t *testing.T) {
 	dir := copyRelease(t, "testdata/release-0.5.0")
 	sp := openTwoAndOneQuarantined(t, dir)
 
-	db, ch := migrated(t)
+	db, ch := flushBoth(t, sp, map[string]uint64{"projects": 5, "messages": 8, "message_read_snapshots": 8})
 	ctx := context.Background()
-	if n, err := sp.Flush(ctx, ch); n != 2 || err != nil {
-		t.Fatalf("flushed %d entries (%v), want both", n, err)
-	}
-	for table, want := range map[string]uint64{"projects": 5, "messages": 8, "message_read_snapshots": 8} {
-		if got := db.Count(t, table); got != want {
-			t.Errorf("%s: %d rows, want %d", table, got, want)
-		}
-	}
 	var runID, schedule string
 	if err := db.Conn.QueryRow(ctx, "SELECT run_id, schedule FROM "+db.Table("sync_runs")).Scan(&runID, &schedule); err != nil ||
 		runID != "01a223c4-0290-7747-898a-b0396f10c4d4" || schedule != "hourly" {
@@ -245,6 +230,22 @@ func TestRelease050RefusalCountsGoOn(t *testing.T) {
 // openTwoAndOneQuarantined opens the spool dir of an earlier release,
 // which --check (Inspect, before anything opens it) and the spool's
 // stats must both count as two entries waiting and one quarantined.
+// flushBoth flushes the two entries waiting in sp into a new database,
+// migrated, and checks that its tables then hold counts rows.
+func flushBoth(t *testing.T, sp *spool.Spool, counts map[string]uint64) (*sinktest.DB, *clickhouse.ClickHouse) {
+	t.Helper()
+	db, ch := migrated(t)
+	if n, err := sp.Flush(context.Background(), ch); n != 2 || err != nil {
+		t.Fatalf("flushed %d entries (%v), want both", n, err)
+	}
+	for table, want := range counts {
+		if got := db.Count(t, table); got != want {
+			t.Errorf("%s: %d rows, want %d", table, got, want)
+		}
+	}
+	return db, ch
+}
+
 func openTwoAndOneQuarantined(t *testing.T, dir string) *spool.Spool {
 	t.Helper()
 	in, err := spool.Inspect(dir)

@@ -180,23 +180,8 @@ SELECT toInt64(4), toDateTime('2026-03-01 12:00:00', 'UTC'), argMaxState((toUInt
 			// Message 201's stored speed with reads it never had, in a
 			// row that outranks its own: the view reads the speed
 			// rollup, not the curve.
-			var cols []string
-			rows, err := db.Conn.Query(ctx, "SELECT name FROM system.columns WHERE database = "+chconn.QuoteString(db.Name)+
+			cols := sinktest.Lines(t, db.Conn, "SELECT name FROM system.columns WHERE database = "+chconn.QuoteString(db.Name)+
 				" AND table = "+chconn.QuoteString(schema.SpeedRollup))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var c string
-				if err := rows.Scan(&c); err != nil {
-					t.Fatal(err)
-				}
-				cols = append(cols, c)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
 			values := slices.Clone(cols)
 			for i, c := range values {
 				switch c {

@@ -58,11 +58,11 @@ func OpenTestSink(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB) {
 }
 
 // OpenSettled opens a second sink on db whose reconcile reads a change a
-// second after its time, migrated: for tests that write and then wait for
-// the steps.
-func OpenSettled(t *testing.T, db *sinktest.DB) *clickhouse.ClickHouse {
+// second after its time, with opts besides, migrated: for tests that
+// write and then wait for the steps.
+func OpenSettled(t *testing.T, db *sinktest.DB, opts ...clickhouse.Option) *clickhouse.ClickHouse {
 	t.Helper()
-	ch := OpenSink(t, db.DSN, clickhouse.WithReconcileSettle(time.Second))
+	ch := OpenSink(t, db.DSN, append([]clickhouse.Option{clickhouse.WithReconcileSettle(time.Second)}, opts...)...)
 	if err := ch.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
