@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	gosync "sync"
@@ -165,18 +166,38 @@ const ddlCheckCluster = "readsync_ddl_check"
 // CLUSTER, and writes run as far as they can without rows: an INSERT …
 // SELECT has its SELECT planned (EXPLAIN), a batch INSERT is prepared,
 // which checks its table and columns. Where the cluster is not defined the
-// test skips, or fails under READSYNC_REQUIRE_CLUSTER_DDL=1.
+// test skips, as it does where the server reaches no ZooKeeper (make test
+// starts none; make test-all starts scripts/cluster.sh's), or fails under
+// READSYNC_REQUIRE_CLUSTER_DDL=1.
 func TestClusterStatementsOnOneServer(t *testing.T) {
 	db := sinktest.New(t)
+	lacking := func(format string, args ...any) {
+		t.Helper()
+		if os.Getenv("READSYNC_REQUIRE_CLUSTER_DDL") == "1" {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
 	var n uint64
 	if err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM system.clusters WHERE cluster = ?", ddlCheckCluster).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 {
-		if os.Getenv("READSYNC_REQUIRE_CLUSTER_DDL") == "1" {
-			t.Fatalf("the test server defines no cluster %s (scripts/clickhouse.sh defines it for the current release)", ddlCheckCluster)
+		lacking("the test server defines no cluster %s (scripts/clickhouse.sh defines it for the current release)", ddlCheckCluster)
+	}
+	// A replicated table of its own: created only where the server
+	// reaches ZooKeeper (this build has no system.zookeeper to ask).
+	probe := "default." + chconn.QuoteIdent(db.Name+"_zookeeper_probe")
+	create := fmt.Sprintf("CREATE TABLE %s (x UInt8) ENGINE = ReplicatedMergeTree('/readsync_ddl_check/%s_zookeeper_probe', 'r') ORDER BY x", probe, db.Name)
+	if err := db.Conn.Exec(context.Background(), create); err != nil {
+		var ex *clickhouse.Exception
+		if !errors.As(err, &ex) || ex.Code != 999 { // KEEPER_EXCEPTION
+			t.Fatal(err)
 		}
-		t.Skipf("the test server defines no cluster %s", ddlCheckCluster)
+		lacking("the test server reaches no ZooKeeper for cluster %s (scripts/cluster.sh runs it): %v", ddlCheckCluster, err)
+	}
+	if err := db.Conn.Exec(context.Background(), "DROP TABLE "+probe); err != nil {
+		t.Fatal(err)
 	}
 	ch := openTest(t, db.DSN, WithTopology(chconn.Topology{Cluster: ddlCheckCluster, ReplicaPath: "/readsync_ddl_check/{database}/{table}"}))
 	onCluster := " ON CLUSTER " + chconn.QuoteIdent(ddlCheckCluster)
