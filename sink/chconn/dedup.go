@@ -70,6 +70,8 @@ func (w *tokenWriter) value(v any) bool {
 		w.uint64(x)
 	case uint8:
 		w.uint64(uint64(x))
+	case uint16:
+		w.uint64(uint64(x))
 	case uint32:
 		w.uint64(uint64(x))
 	case *uint64:
@@ -95,6 +97,11 @@ func (w *tokenWriter) value(v any) bool {
 		w.uint64(uint64(x.Unix()))
 	case string:
 		w.string(x)
+	case []uint64:
+		w.uint64(uint64(len(x)))
+		for _, u := range x {
+			w.uint64(u)
+		}
 	case []string:
 		w.uint64(uint64(len(x)))
 		for _, s := range x {

@@ -11,6 +11,7 @@ import (
 	"github.com/readsync/readsync/apiclient"
 	"github.com/readsync/readsync/apiclient/apitest"
 	"github.com/readsync/readsync/sink"
+	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
 	"github.com/readsync/readsync/sink/expiry"
 	"github.com/readsync/readsync/sink/schema"
@@ -446,8 +447,15 @@ func TestWrongSpeedVerifiedAndRepaired(t *testing.T) {
 	ch, db := historytest.OpenTestSink(t)
 	ctx := context.Background()
 	runAgePasses(t, ch)
-	if err := db.Conn.Exec(ctx, fmt.Sprintf(`INSERT INTO %s (project_id, message_id, create_at, first_seen_age_hours, latest_reads, version)
-SELECT toInt64(1), toInt64(101), toDateTime(%d), toUInt32(0), toUInt64(7), toUInt64(18446744073709551615)`, db.Table(schema.SpeedRollup), createdA.Unix())); err != nil {
+	// Every value 0 or NULL but the latest reads, 7.
+	row := fmt.Sprintf(`SELECT toInt64(1) AS project_id, toInt64(101) AS message_id, toDateTime(%d) AS create_at, toUInt32(0) AS first_seen_age_hours,
+    CAST(NULL AS Nullable(UInt64)) AS reads_1h, reads_1h AS reads_6h, reads_1h AS reads_24h, reads_1h AS reads_72h, reads_1h AS reads_7d,
+    toUInt64(7) AS latest_reads, CAST(NULL AS Nullable(Float64)) AS share_24h, CAST(NULL AS Nullable(UInt32)) AS half_after_hours_min,
+    half_after_hours_min AS half_after_hours_max, half_after_hours_min AS nine_tenths_after_hours_min, half_after_hours_min AS nine_tenths_after_hours_max,
+    toUInt64(18446744073709551615) AS version, toUInt32(0) AS first_age_hours, toUInt32(0) AS latest_age_hours, toDateTime(0) AS latest_at,
+    toUInt64(0) AS latest_version, toUInt32(0) AS half_age_hours, toUInt64(0) AS half_reads, toUInt64(0) AS half_between_reads,
+    toUInt32(0) AS nine_tenths_age_hours, toUInt64(0) AS nine_tenths_reads, toUInt64(0) AS nine_tenths_between_reads`, createdA.Unix())
+	if err := db.Conn.Exec(ctx, schema.SpeedInsert(chconn.NewNames(db.Name, chconn.Topology{}), row)); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := ch.Verify(ctx, time.Time{})

@@ -65,7 +65,7 @@ func (c *speedCounts) take() (carried, fromCurves int64) {
 // rollup: the brute force, speedValues over every age row.
 func assertSpeedsOfCurves(t *testing.T, db *sinktest.DB, when string) {
 	t.Helper()
-	cols := schema.SpeedTable.ColumnList()
+	cols := schema.SpeedColumnList()
 	stored := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT toString(tuple(%s)) FROM %s FINAL ORDER BY project_id, message_id", cols, db.Table(schema.SpeedRollup)))
 	brute := sinktest.Lines(t, db.Conn, fmt.Sprintf("SELECT toString(tuple(%s)) FROM (%s) ORDER BY project_id, message_id", cols,
 		schema.SpeedOfCurves(chconn.NewNames(db.Name, chconn.Topology{}), "1")))

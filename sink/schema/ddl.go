@@ -36,9 +36,12 @@ func (d DDL) CreateDatabase() string {
 // single server; in cluster mode, the replicated local table on every host
 // and the Distributed table over it, sharded by t's shardBy.
 func (d DDL) CreateTable(t TableDef) []string {
-	cols := make([]string, len(t.columns))
-	for i, c := range t.columns {
-		cols[i] = "    " + c.Name + " " + c.Type
+	cols := make([]string, 0, len(t.columns)+len(t.aliases))
+	for _, c := range t.columns {
+		cols = append(cols, "    "+c.Name+" "+c.Type)
+	}
+	for _, c := range t.aliases {
+		cols = append(cols, "    "+c.name+" "+c.typ+" ALIAS "+c.expr)
 	}
 	body := "(\n" + strings.Join(cols, ",\n") + "\n)"
 	var b strings.Builder

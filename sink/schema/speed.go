@@ -2,6 +2,7 @@ package schema
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/readsync/readsync/sink/chconn"
@@ -62,36 +63,35 @@ const SpeedRollup = "message_read_speed_rollup"
 // reaches the new bound. The carried values are speedValues' too, over
 // the whole curve, so a row computed from the curve and a row carried
 // forward are the same row.
+//
+// The table stores a row in seven columns, not a column per value: on
+// 18.16, which writes every column of a part as files of its own, an
+// INSERT of a write's rows makes a part per month of creation its
+// messages span, and a column per value made 78 files of each part, most
+// of what a pass's INSERTs created. The values are packed into one array
+// (speed_values), their NULLs into a bit mask (speed_nulls) and the one
+// fraction into a column of its own; each value is an ALIAS column of its
+// old name and type, so that every reader (the view, the carry's read,
+// --verify) reads the columns by name as before. The rows are written
+// packed (SpeedInsert, and the Go encoding below), never through the
+// aliases.
 var SpeedTable = &table[SpeedRow]{
 	name: SpeedRollup,
 	columns: []column[SpeedRow]{
 		{"project_id", "Int64", func(r *SpeedRow) any { return r.ProjectID }},
 		{"message_id", "Int64", func(r *SpeedRow) any { return r.MessageID }},
 		{"create_at", "DateTime", func(r *SpeedRow) any { return time.Unix(int64(r.CreateAt), 0).UTC() }},
-		{"first_seen_age_hours", "UInt32", func(r *SpeedRow) any { return r.FirstSeenAgeHours }},
-		{"reads_1h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[0] }},
-		{"reads_6h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[1] }},
-		{"reads_24h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[2] }},
-		{"reads_72h", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[3] }},
-		{"reads_7d", "Nullable(UInt64)", func(r *SpeedRow) any { return r.ReadsAt[4] }},
-		{"latest_reads", "UInt64", func(r *SpeedRow) any { return r.LatestReads }},
-		{"share_24h", "Nullable(Float64)", func(r *SpeedRow) any { return r.Share24h }},
-		{"half_after_hours_min", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[0].AfterMin }},
-		{"half_after_hours_max", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[0].AfterMax }},
-		{"nine_tenths_after_hours_min", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[1].AfterMin }},
-		{"nine_tenths_after_hours_max", "Nullable(UInt32)", func(r *SpeedRow) any { return r.Shares[1].AfterMax }},
 		{"version", "UInt64", func(r *SpeedRow) any { return r.Version }},
-		{"first_age_hours", "UInt32", func(r *SpeedRow) any { return r.FirstAge }},
-		{"latest_age_hours", "UInt32", func(r *SpeedRow) any { return r.LatestAge }},
-		{"latest_at", "DateTime", func(r *SpeedRow) any { return time.Unix(int64(r.LatestAt), 0).UTC() }},
-		{"latest_version", "UInt64", func(r *SpeedRow) any { return r.LatestVersion }},
-		{"half_age_hours", "UInt32", func(r *SpeedRow) any { return r.Shares[0].Age }},
-		{"half_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[0].Reads }},
-		{"half_between_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[0].Between }},
-		{"nine_tenths_age_hours", "UInt32", func(r *SpeedRow) any { return r.Shares[1].Age }},
-		{"nine_tenths_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[1].Reads }},
-		{"nine_tenths_between_reads", "UInt64", func(r *SpeedRow) any { return r.Shares[1].Between }},
+		{"speed_nulls", "UInt16", func(r *SpeedRow) any { return speedNulls(r) }},
+		{"speed_share_24h", "Float64", func(r *SpeedRow) any {
+			if r.Share24h == nil {
+				return float64(0)
+			}
+			return *r.Share24h
+		}},
+		{"speed_values", "Array(UInt64)", func(r *SpeedRow) any { return speedPacked(r) }},
 	},
+	aliases: speedAliases(),
 	layout: layout{
 		engine:      engine{"ReplacingMergeTree", "version"},
 		partitionBy: "toYYYYMM(create_at)",
@@ -99,6 +99,164 @@ var SpeedTable = &table[SpeedRow]{
 		shardBy:     "project_id",
 		granularity: FineGranularity,
 	},
+}
+
+// speedField is a value of a speed row, packed: its column's name and
+// type, where the row keeps it (slot, its index in speed_values from 1;
+// 0 for the share, kept in speed_share_24h), its bit in speed_nulls (-1:
+// never NULL), and its value in a SpeedRow (nil for NULL).
+type speedField struct {
+	name, typ string
+	slot      int
+	null      int
+	get       func(*SpeedRow) *uint64
+}
+
+// speedFields lists a speed row's values in the order of the columns the
+// readers name (SpeedColumnList), between the key columns and version and
+// after it (speedBeforeVersion of them before). A declaration, never
+// modified.
+var speedFields = func() []speedField {
+	u32 := func(f func(*SpeedRow) uint32) func(*SpeedRow) *uint64 {
+		return func(r *SpeedRow) *uint64 { v := uint64(f(r)); return &v }
+	}
+	u64 := func(f func(*SpeedRow) uint64) func(*SpeedRow) *uint64 {
+		return func(r *SpeedRow) *uint64 { v := f(r); return &v }
+	}
+	opt32 := func(f func(*SpeedRow) *uint32) func(*SpeedRow) *uint64 {
+		return func(r *SpeedRow) *uint64 {
+			if p := f(r); p != nil {
+				v := uint64(*p)
+				return &v
+			}
+			return nil
+		}
+	}
+	return []speedField{
+		{"first_seen_age_hours", "UInt32", 1, -1, u32(func(r *SpeedRow) uint32 { return r.FirstSeenAgeHours })},
+		{"reads_1h", "Nullable(UInt64)", 2, 0, func(r *SpeedRow) *uint64 { return r.ReadsAt[0] }},
+		{"reads_6h", "Nullable(UInt64)", 3, 1, func(r *SpeedRow) *uint64 { return r.ReadsAt[1] }},
+		{"reads_24h", "Nullable(UInt64)", 4, 2, func(r *SpeedRow) *uint64 { return r.ReadsAt[2] }},
+		{"reads_72h", "Nullable(UInt64)", 5, 3, func(r *SpeedRow) *uint64 { return r.ReadsAt[3] }},
+		{"reads_7d", "Nullable(UInt64)", 6, 4, func(r *SpeedRow) *uint64 { return r.ReadsAt[4] }},
+		{"latest_reads", "UInt64", 7, -1, u64(func(r *SpeedRow) uint64 { return r.LatestReads })},
+		{"share_24h", "Nullable(Float64)", 0, 5, nil},
+		{"half_after_hours_min", "Nullable(UInt32)", 8, 6, opt32(func(r *SpeedRow) *uint32 { return r.Shares[0].AfterMin })},
+		{"half_after_hours_max", "Nullable(UInt32)", 9, 7, opt32(func(r *SpeedRow) *uint32 { return r.Shares[0].AfterMax })},
+		{"nine_tenths_after_hours_min", "Nullable(UInt32)", 10, 8, opt32(func(r *SpeedRow) *uint32 { return r.Shares[1].AfterMin })},
+		{"nine_tenths_after_hours_max", "Nullable(UInt32)", 11, 9, opt32(func(r *SpeedRow) *uint32 { return r.Shares[1].AfterMax })},
+		// version, a column of its own, comes here.
+		{"first_age_hours", "UInt32", 12, -1, u32(func(r *SpeedRow) uint32 { return r.FirstAge })},
+		{"latest_age_hours", "UInt32", 13, -1, u32(func(r *SpeedRow) uint32 { return r.LatestAge })},
+		{"latest_at", "DateTime", 14, -1, u32(func(r *SpeedRow) uint32 { return r.LatestAt })},
+		{"latest_version", "UInt64", 15, -1, u64(func(r *SpeedRow) uint64 { return r.LatestVersion })},
+		{"half_age_hours", "UInt32", 16, -1, u32(func(r *SpeedRow) uint32 { return r.Shares[0].Age })},
+		{"half_reads", "UInt64", 17, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[0].Reads })},
+		{"half_between_reads", "UInt64", 18, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[0].Between })},
+		{"nine_tenths_age_hours", "UInt32", 19, -1, u32(func(r *SpeedRow) uint32 { return r.Shares[1].Age })},
+		{"nine_tenths_reads", "UInt64", 20, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[1].Reads })},
+		{"nine_tenths_between_reads", "UInt64", 21, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[1].Between })},
+	}
+}()
+
+// speedBeforeVersion is how many of speedFields come before version in
+// the columns the readers name.
+const speedBeforeVersion = 12
+
+// speedSlots is the length of speed_values.
+const speedSlots = 21
+
+// speedAliases are the speed rollup's ALIAS columns: each value by its
+// name and type, read from where the row packs it.
+func speedAliases() []aliasColumn {
+	var out []aliasColumn
+	for _, f := range speedFields {
+		var expr string
+		switch f.typ {
+		case "UInt64", "Nullable(UInt64)":
+			expr = fmt.Sprintf("speed_values[%d]", f.slot)
+		case "UInt32", "Nullable(UInt32)":
+			expr = fmt.Sprintf("toUInt32(speed_values[%d])", f.slot)
+		case "DateTime":
+			expr = fmt.Sprintf("toDateTime(toUInt32(speed_values[%d]))", f.slot)
+		case "Nullable(Float64)":
+			expr = "speed_share_24h"
+		default:
+			panic("schema: no packing of a speed value of type " + f.typ)
+		}
+		if f.null >= 0 {
+			expr = fmt.Sprintf("if(bitTest(speed_nulls, %d), NULL, %s)", f.null, expr)
+		}
+		out = append(out, aliasColumn{f.name, f.typ, expr})
+	}
+	return out
+}
+
+// speedNulls is the bit mask of a row's NULL values.
+func speedNulls(r *SpeedRow) uint16 {
+	var m uint16
+	for _, f := range speedFields {
+		switch {
+		case f.null < 0:
+		case f.get == nil:
+			if r.Share24h == nil {
+				m |= 1 << f.null
+			}
+		case f.get(r) == nil:
+			m |= 1 << f.null
+		}
+	}
+	return m
+}
+
+// speedPacked is a row's speed_values: each value in its slot, 0 for a
+// NULL.
+func speedPacked(r *SpeedRow) []uint64 {
+	out := make([]uint64, speedSlots)
+	for _, f := range speedFields {
+		if f.slot == 0 {
+			continue
+		}
+		if v := f.get(r); v != nil {
+			out[f.slot-1] = *v
+		}
+	}
+	return out
+}
+
+// SpeedColumnList is the speed rollup's columns as its readers name them
+// (the key, the values, version, what a row carries), which SpeedOfCurves
+// computes in this order too: "project_id, message_id, …".
+func SpeedColumnList() string {
+	names := []string{"project_id", "message_id", "create_at"}
+	for i, f := range speedFields {
+		if i == speedBeforeVersion {
+			names = append(names, "version")
+		}
+		names = append(names, f.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// SpeedInsert is the INSERT into the speed rollup of the rows of the
+// SELECT rows, whose columns are SpeedColumnList's, packed as the table
+// stores them.
+func SpeedInsert(n chconn.Names, rows string) string {
+	var nulls, values []string
+	for _, f := range speedFields {
+		if f.null >= 0 {
+			nulls = append(nulls, fmt.Sprintf("isNull(%s) * %d", f.name, 1<<f.null))
+		}
+		switch {
+		case f.slot == 0:
+		case f.null >= 0:
+			values = append(values, fmt.Sprintf("ifNull(toUInt64(%s), 0)", f.name))
+		default:
+			values = append(values, fmt.Sprintf("toUInt64(%s)", f.name))
+		}
+	}
+	return fmt.Sprintf("INSERT INTO %s (%s)\nSELECT project_id, message_id, create_at, version, toUInt16(%s), ifNull(share_24h, 0), [%s]\nFROM\n(\n%s\n)",
+		n.Table(SpeedRollup), SpeedTable.ColumnList(), strings.Join(nulls, " + "), strings.Join(values, ", "), indent(rows))
 }
 
 // SpeedRow is a row of the speed rollup. Times are Unix seconds; a nil
@@ -170,11 +328,11 @@ func GridBefore(a uint32) uint32 {
 	return a - 24
 }
 
-// SpeedRows is the SELECT of the speed rollup's rows (SpeedTable's
-// columns, FINAL: the newest computation of each message) that the
+// SpeedRows is the SELECT of the speed rollup's rows (the columns
+// SpeedColumnList names, FINAL: the newest computation of each message) that the
 // condition where selects.
 func SpeedRows(n chconn.Names, where string) string {
-	return fmt.Sprintf("SELECT %s\nFROM %s FINAL\nWHERE %s", SpeedTable.ColumnList(), n.Table(SpeedRollup), where)
+	return fmt.Sprintf("SELECT %s\nFROM %s FINAL\nWHERE %s", SpeedColumnList(), n.Table(SpeedRollup), where)
 }
 
 // SpeedRefill is the INSERT that computes again the speed rollup's rows
@@ -183,12 +341,11 @@ func SpeedRows(n chconn.Names, where string) string {
 // only some of a message's age rows stores the values of part of its
 // curve: name messages, not ages.
 func SpeedRefill(n chconn.Names, ages string) string {
-	d := DDL{n}
-	return fmt.Sprintf("INSERT INTO %s (%s)\n%s", d.Table(SpeedRollup), SpeedTable.ColumnList(), SpeedOfCurves(n, ages))
+	return SpeedInsert(n, SpeedOfCurves(n, ages))
 }
 
-// SpeedOfCurves is the SELECT of the speed rollup's rows (SpeedTable's
-// columns) computed from the curves of the messages whose every age row
+// SpeedOfCurves is the SELECT of the speed rollup's rows (the columns
+// SpeedColumnList names) computed from the curves of the messages whose every age row
 // the condition ages selects: what the speed rollup holds of them, by
 // definition (SpeedRefill), and what a row carried forward must equal.
 func SpeedOfCurves(n chconn.Names, ages string) string {

@@ -33,8 +33,15 @@ type table[R any] struct {
 	// batchColumns follow columns; each row of a write takes their values
 	// from the write's batch.
 	batchColumns []batchColumn
-	layout       layout
+	// aliases follow the batch columns in the DDL: columns computed from
+	// the others at each read, never written.
+	aliases []aliasColumn
+	layout  layout
 }
+
+// aliasColumn is an ALIAS column: its name, its type and the expression
+// over the table's other columns it reads as.
+type aliasColumn struct{ name, typ, expr string }
 
 // batchColumn is a column whose value is a fact of a whole write rather
 // than of each row, such as the schedule whose pass fetched the rows: the
@@ -75,10 +82,12 @@ type ColumnDef struct{ Name, Type string }
 type TableDef struct {
 	name    string
 	columns []ColumnDef
+	aliases []aliasColumn
 	layout  layout
 }
 
-// Def is the table as DDL sees it: its columns, then its batch columns.
+// Def is the table as DDL sees it: its columns, then its batch columns,
+// then its ALIAS columns.
 func (t *table[R]) Def() TableDef {
 	cols := make([]ColumnDef, 0, len(t.columns)+len(t.batchColumns))
 	for _, c := range t.columns {
@@ -87,7 +96,7 @@ func (t *table[R]) Def() TableDef {
 	for _, c := range t.batchColumns {
 		cols = append(cols, ColumnDef{c.name, c.typ})
 	}
-	return TableDef{name: t.name, columns: cols, layout: t.layout}
+	return TableDef{name: t.name, columns: cols, aliases: t.aliases, layout: t.layout}
 }
 
 // Name is the table's name in its database.
