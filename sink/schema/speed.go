@@ -70,8 +70,8 @@ const SpeedRollup = "message_read_speed_rollup"
 // messages span, and a column per value made 78 files of each part, most
 // of what a pass's INSERTs created. The values are packed into one array
 // (speed_values), their NULLs into a bit mask (speed_nulls) and the one
-// fraction into a column of its own; each value is an ALIAS column of its
-// old name and type, so that every reader (the view, the carry's read,
+// fraction into a column of its own; each value is also an ALIAS column of
+// its name and type, so that every reader (the view, the carry's read,
 // --verify) reads the columns by name as before. The rows are written
 // packed (SpeedInsert, and the Go encoding below), never through the
 // aliases.
@@ -104,12 +104,12 @@ var SpeedTable = &table[SpeedRow]{
 // speedField is a value of a speed row, packed: its column's name and
 // type, where the row keeps it (slot, its index in speed_values from 1;
 // 0 for the share, kept in speed_share_24h), its bit in speed_nulls (-1:
-// never NULL), and its value in a SpeedRow (nil for NULL).
+// never NULL), and its value in a SpeedRow (false for NULL).
 type speedField struct {
 	name, typ string
 	slot      int
 	null      int
-	get       func(*SpeedRow) *uint64
+	get       func(*SpeedRow) (uint64, bool)
 }
 
 // speedFields lists a speed row's values in the order of the columns the
@@ -117,45 +117,42 @@ type speedField struct {
 // after it (speedBeforeVersion of them before). A declaration, never
 // modified.
 var speedFields = func() []speedField {
-	u32 := func(f func(*SpeedRow) uint32) func(*SpeedRow) *uint64 {
-		return func(r *SpeedRow) *uint64 { v := uint64(f(r)); return &v }
-	}
-	u64 := func(f func(*SpeedRow) uint64) func(*SpeedRow) *uint64 {
-		return func(r *SpeedRow) *uint64 { v := f(r); return &v }
-	}
-	opt32 := func(f func(*SpeedRow) *uint32) func(*SpeedRow) *uint64 {
-		return func(r *SpeedRow) *uint64 {
-			if p := f(r); p != nil {
-				v := uint64(*p)
-				return &v
-			}
-			return nil
+	opt64 := func(p *uint64) (uint64, bool) {
+		if p == nil {
+			return 0, false
 		}
+		return *p, true
+	}
+	opt32 := func(p *uint32) (uint64, bool) {
+		if p == nil {
+			return 0, false
+		}
+		return uint64(*p), true
 	}
 	return []speedField{
-		{"first_seen_age_hours", "UInt32", 1, -1, u32(func(r *SpeedRow) uint32 { return r.FirstSeenAgeHours })},
-		{"reads_1h", "Nullable(UInt64)", 2, 0, func(r *SpeedRow) *uint64 { return r.ReadsAt[0] }},
-		{"reads_6h", "Nullable(UInt64)", 3, 1, func(r *SpeedRow) *uint64 { return r.ReadsAt[1] }},
-		{"reads_24h", "Nullable(UInt64)", 4, 2, func(r *SpeedRow) *uint64 { return r.ReadsAt[2] }},
-		{"reads_72h", "Nullable(UInt64)", 5, 3, func(r *SpeedRow) *uint64 { return r.ReadsAt[3] }},
-		{"reads_7d", "Nullable(UInt64)", 6, 4, func(r *SpeedRow) *uint64 { return r.ReadsAt[4] }},
-		{"latest_reads", "UInt64", 7, -1, u64(func(r *SpeedRow) uint64 { return r.LatestReads })},
-		{"share_24h", "Nullable(Float64)", 0, 5, nil},
-		{"half_after_hours_min", "Nullable(UInt32)", 8, 6, opt32(func(r *SpeedRow) *uint32 { return r.Shares[0].AfterMin })},
-		{"half_after_hours_max", "Nullable(UInt32)", 9, 7, opt32(func(r *SpeedRow) *uint32 { return r.Shares[0].AfterMax })},
-		{"nine_tenths_after_hours_min", "Nullable(UInt32)", 10, 8, opt32(func(r *SpeedRow) *uint32 { return r.Shares[1].AfterMin })},
-		{"nine_tenths_after_hours_max", "Nullable(UInt32)", 11, 9, opt32(func(r *SpeedRow) *uint32 { return r.Shares[1].AfterMax })},
+		{"first_seen_age_hours", "UInt32", 1, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.FirstSeenAgeHours), true }},
+		{"reads_1h", "Nullable(UInt64)", 2, 0, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[0]) }},
+		{"reads_6h", "Nullable(UInt64)", 3, 1, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[1]) }},
+		{"reads_24h", "Nullable(UInt64)", 4, 2, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[2]) }},
+		{"reads_72h", "Nullable(UInt64)", 5, 3, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[3]) }},
+		{"reads_7d", "Nullable(UInt64)", 6, 4, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[4]) }},
+		{"latest_reads", "UInt64", 7, -1, func(r *SpeedRow) (uint64, bool) { return r.LatestReads, true }},
+		{"share_24h", "Nullable(Float64)", 0, 5, func(r *SpeedRow) (uint64, bool) { return 0, r.Share24h != nil }},
+		{"half_after_hours_min", "Nullable(UInt32)", 8, 6, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[0].AfterMin) }},
+		{"half_after_hours_max", "Nullable(UInt32)", 9, 7, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[0].AfterMax) }},
+		{"nine_tenths_after_hours_min", "Nullable(UInt32)", 10, 8, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[1].AfterMin) }},
+		{"nine_tenths_after_hours_max", "Nullable(UInt32)", 11, 9, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[1].AfterMax) }},
 		// version, a column of its own, comes here.
-		{"first_age_hours", "UInt32", 12, -1, u32(func(r *SpeedRow) uint32 { return r.FirstAge })},
-		{"latest_age_hours", "UInt32", 13, -1, u32(func(r *SpeedRow) uint32 { return r.LatestAge })},
-		{"latest_at", "DateTime", 14, -1, u32(func(r *SpeedRow) uint32 { return r.LatestAt })},
-		{"latest_version", "UInt64", 15, -1, u64(func(r *SpeedRow) uint64 { return r.LatestVersion })},
-		{"half_age_hours", "UInt32", 16, -1, u32(func(r *SpeedRow) uint32 { return r.Shares[0].Age })},
-		{"half_reads", "UInt64", 17, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[0].Reads })},
-		{"half_between_reads", "UInt64", 18, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[0].Between })},
-		{"nine_tenths_age_hours", "UInt32", 19, -1, u32(func(r *SpeedRow) uint32 { return r.Shares[1].Age })},
-		{"nine_tenths_reads", "UInt64", 20, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[1].Reads })},
-		{"nine_tenths_between_reads", "UInt64", 21, -1, u64(func(r *SpeedRow) uint64 { return r.Shares[1].Between })},
+		{"first_age_hours", "UInt32", 12, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.FirstAge), true }},
+		{"latest_age_hours", "UInt32", 13, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.LatestAge), true }},
+		{"latest_at", "DateTime", 14, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.LatestAt), true }},
+		{"latest_version", "UInt64", 15, -1, func(r *SpeedRow) (uint64, bool) { return r.LatestVersion, true }},
+		{"half_age_hours", "UInt32", 16, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.Shares[0].Age), true }},
+		{"half_reads", "UInt64", 17, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[0].Reads, true }},
+		{"half_between_reads", "UInt64", 18, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[0].Between, true }},
+		{"nine_tenths_age_hours", "UInt32", 19, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.Shares[1].Age), true }},
+		{"nine_tenths_reads", "UInt64", 20, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[1].Reads, true }},
+		{"nine_tenths_between_reads", "UInt64", 21, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[1].Between, true }},
 	}
 }()
 
@@ -196,13 +193,7 @@ func speedAliases() []aliasColumn {
 func speedNulls(r *SpeedRow) uint16 {
 	var m uint16
 	for _, f := range speedFields {
-		switch {
-		case f.null < 0:
-		case f.get == nil:
-			if r.Share24h == nil {
-				m |= 1 << f.null
-			}
-		case f.get(r) == nil:
+		if _, ok := f.get(r); f.null >= 0 && !ok {
 			m |= 1 << f.null
 		}
 	}
@@ -214,11 +205,8 @@ func speedNulls(r *SpeedRow) uint16 {
 func speedPacked(r *SpeedRow) []uint64 {
 	out := make([]uint64, speedSlots)
 	for _, f := range speedFields {
-		if f.slot == 0 {
-			continue
-		}
-		if v := f.get(r); v != nil {
-			out[f.slot-1] = *v
+		if v, ok := f.get(r); ok && f.slot > 0 {
+			out[f.slot-1] = v
 		}
 	}
 	return out

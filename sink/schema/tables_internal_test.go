@@ -109,3 +109,59 @@ func TestCreateTableStatements(t *testing.T) {
 		t.Errorf("%s\nwant sharding by %s", got[1], want)
 	}
 }
+
+// The speed rollup packs each value into a place of its own: a slot of
+// speed_values (or speed_share_24h), a bit of speed_nulls for each value
+// that can be NULL, and a row packed in Go reads back, value by value, as
+// the row it was: what the ALIAS columns read.
+func TestSpeedValuesPackedEachInAPlaceOfItsOwn(t *testing.T) {
+	slots, bits := map[int]string{}, map[int]string{}
+	for _, f := range speedFields {
+		if prev, ok := slots[f.slot]; ok {
+			t.Errorf("%s and %s share slot %d", prev, f.name, f.slot)
+		}
+		slots[f.slot] = f.name
+		if f.slot < 0 || f.slot > speedSlots {
+			t.Errorf("%s: slot %d outside speed_values' %d", f.name, f.slot, speedSlots)
+		}
+		if f.null >= 16 {
+			t.Errorf("%s: bit %d outside speed_nulls", f.name, f.null)
+		}
+		if f.null >= 0 {
+			if prev, ok := bits[f.null]; ok {
+				t.Errorf("%s and %s share NULL bit %d", prev, f.name, f.null)
+			}
+			bits[f.null] = f.name
+		}
+		if strings.HasPrefix(f.typ, "Nullable(") != (f.null >= 0) {
+			t.Errorf("%s %s: NULL bit %d", f.name, f.typ, f.null)
+		}
+	}
+	if len(slots) != speedSlots+1 {
+		t.Errorf("%d slots used, speed_values has %d (and the share its own)", len(slots)-1, speedSlots)
+	}
+	if got := speedFields[speedBeforeVersion-1].name; got != "nine_tenths_after_hours_max" {
+		t.Errorf("version follows %s, want nine_tenths_after_hours_max", got)
+	}
+
+	u := func(v uint64) *uint64 { return &v }
+	h := func(v uint32) *uint32 { return &v }
+	share := 0.25
+	row := SpeedRow{FirstSeenAgeHours: 1, ReadsAt: [5]*uint64{u(2), nil, u(0), u(4), nil}, LatestReads: 5, Share24h: &share,
+		Shares: [2]SpeedShare{{AfterMin: nil, AfterMax: h(6), Age: 7, Reads: 8, Between: 9}, {AfterMin: h(10), AfterMax: h(11), Age: 12, Reads: 13, Between: 14}},
+		FirstAge: 15, LatestAge: 16, LatestAt: 17, LatestVersion: 18}
+	values, nulls := speedPacked(&row), speedNulls(&row)
+	for _, f := range speedFields {
+		want, ok := f.get(&row)
+		isNull := f.null >= 0 && nulls&(1<<f.null) != 0
+		if isNull == ok {
+			t.Errorf("%s: NULL %v, want %v", f.name, isNull, !ok)
+		}
+		if f.slot > 0 && ok && values[f.slot-1] != want {
+			t.Errorf("%s: packed %d, want %d", f.name, values[f.slot-1], want)
+		}
+	}
+	if nulls != 1<<1|1<<4|1<<6 {
+		t.Errorf("speed_nulls %b, want reads_6h, reads_7d and half_after_hours_min", nulls)
+	}
+}
