@@ -148,7 +148,7 @@ func TestSpeedValuesPackedEachInAPlaceOfItsOwn(t *testing.T) {
 	h := func(v uint32) *uint32 { return &v }
 	share := 0.25
 	row := SpeedRow{FirstSeenAgeHours: 1, ReadsAt: [5]*uint64{u(2), nil, u(0), u(4), nil}, LatestReads: 5, Share24h: &share,
-		Shares: [2]SpeedShare{{AfterMin: nil, AfterMax: h(6), Age: 7, Reads: 8, Between: 9}, {AfterMin: h(10), AfterMax: h(11), Age: 12, Reads: 13, Between: 14}},
+		Shares:   [2]SpeedShare{{AfterMin: nil, AfterMax: h(6), Age: 7, Reads: 8, Between: 9}, {AfterMin: h(10), AfterMax: h(11), Age: 12, Reads: 13, Between: 14}},
 		FirstAge: 15, LatestAge: 16, LatestAt: 17, LatestVersion: 18}
 	values, nulls := speedPacked(&row), speedNulls(&row)
 	for _, f := range speedFields {
