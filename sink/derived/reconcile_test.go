@@ -383,20 +383,47 @@ SELECT 1 + number %% 100, 1, toDateTime(1767225600 + 60 * intDiv(number, 100)), 
 	}
 }
 
-// failAgeFill fails, once armed, the next INSERT into the age rollup: the
-// step of a write after its rows and before its refresh, where a write
-// killed there stops.
-type failAgeFill struct {
+// atInsert runs its hook, once set, at the next INSERT into table that
+// sends rows (rows) or that selects them on the server (INSERT … SELECT,
+// an Exec), before the server sees it; a hook that returns an error fails
+// that INSERT, as a write killed there stops.
+type atInsert struct {
 	driver.Conn
 	table string
-	armed atomic.Bool
+	rows  bool
+	hook  atomic.Pointer[func() error]
 }
 
-func (f *failAgeFill) Exec(ctx context.Context, q string, args ...any) error {
-	if strings.HasPrefix(q, "INSERT INTO "+f.table+" ") && f.armed.Swap(false) {
-		return errors.New("the write stops before its refresh")
+// intercept puts a between a sink and its connection.
+func (a *atInsert) intercept() clickhouse.Option {
+	return clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { a.Conn = c; return a })
+}
+
+// set arms hook; fired reports whether it ran since.
+func (a *atInsert) set(hook func() error) { a.hook.Store(&hook) }
+func (a *atInsert) fired() bool           { return a.hook.Load() == nil }
+
+func (a *atInsert) run(q string, rows bool) error {
+	if rows == a.rows && strings.HasPrefix(q, "INSERT INTO "+a.table+" ") {
+		if hook := a.hook.Swap(nil); hook != nil {
+			return (*hook)()
+		}
 	}
-	return f.Conn.Exec(ctx, q, args...)
+	return nil
+}
+
+func (a *atInsert) Exec(ctx context.Context, q string, args ...any) error {
+	if err := a.run(q, false); err != nil {
+		return err
+	}
+	return a.Conn.Exec(ctx, q, args...)
+}
+
+func (a *atInsert) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if err := a.run(q, true); err != nil {
+		return nil, err
+	}
+	return a.Conn.PrepareBatch(ctx, q, opts...)
 }
 
 // Two writes of one project snapshot in one second, the first refreshed
@@ -408,8 +435,10 @@ func (f *failAgeFill) Exec(ctx context.Context, q string, args ...any) error {
 // then equals its brute force, the second write's message included.
 func TestReconcileRecomputesAWriteStoppedInTheSecondOfAnother(t *testing.T) {
 	db := sinktest.New(t)
-	fail := &failAgeFill{table: db.Table(schema.AgeRollup)}
-	ch := historytest.OpenSettled(t, db, clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { fail.Conn = c; return fail }))
+	// The age fill is the step of a write after its rows and before its
+	// refresh.
+	fail := &atInsert{table: db.Table(schema.AgeRollup)}
+	ch := historytest.OpenSettled(t, db, fail.intercept())
 	ctx := context.Background()
 	at := time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC)
 	ts := sink.TimeOf(at)
@@ -429,7 +458,7 @@ func TestReconcileRecomputesAWriteStoppedInTheSecondOfAnother(t *testing.T) {
 		if err := write(project, 1); err != nil {
 			t.Fatal(err)
 		}
-		fail.armed.Store(true)
+		fail.set(func() error { return errors.New("the write stops before its refresh") })
 		if err := write(project, 2); err == nil {
 			t.Fatal("the second write went through: the test stopped nothing")
 		}

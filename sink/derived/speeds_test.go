@@ -6,13 +6,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/readsync/readsync/sink"
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/clickhouse"
@@ -195,25 +192,6 @@ func TestSpeedsCarriedEqualTheirCurves(t *testing.T) {
 	historytest.AssertVerified(t, ch, time.Time{})
 }
 
-// raceAtSpeedInsert runs hook, once armed, before the next INSERT of
-// carried speed rows into the database's speed rollup: where a
-// recomputation that ran between a write's read of the rows it carries
-// forward and its write of them falls.
-type raceAtSpeedInsert struct {
-	driver.Conn
-	table string
-	hook  atomic.Pointer[func()]
-}
-
-func (r *raceAtSpeedInsert) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
-	if strings.HasPrefix(q, "INSERT INTO "+r.table+" ") {
-		if hook := r.hook.Swap(nil); hook != nil {
-			(*hook)()
-		}
-	}
-	return r.Conn.PrepareBatch(ctx, q, opts...)
-}
-
 // A reconcile step that adds snapshots older than a message's latest (an
 // import of another exporter's history) and computes its speed from the
 // curve while a write carries the speed forward from the row it read
@@ -223,8 +201,11 @@ func (r *raceAtSpeedInsert) PrepareBatch(ctx context.Context, q string, opts ...
 // then equals its curve, and the views their brute force.
 func TestSpeedsCarriedPastARacingRecomputation(t *testing.T) {
 	db := sinktest.New(t)
-	race := &raceAtSpeedInsert{table: db.Table(schema.SpeedRollup)}
-	ch := historytest.OpenSettled(t, db, clickhouse.WithIntercept(func(c driver.Conn) driver.Conn { race.Conn = c; return race }))
+	// The write of carried speed rows, where a recomputation that ran
+	// between a write's read of the rows it carries forward and its write
+	// of them falls.
+	race := &atInsert{table: db.Table(schema.SpeedRollup), rows: true}
+	ch := historytest.OpenSettled(t, db, race.intercept())
 	ctx := context.Background()
 	created := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	const messages = 5
@@ -258,16 +239,16 @@ FROM (SELECT toUInt64(modulo(number, %d) + 1) AS m, intDiv(number, %d) AS h, toD
 	}
 	sinktest.AwaitSettled(t, db.Conn, time.Second)
 	var step derived.StepReport
-	hook := func() {
+	race.set(func() error {
 		rep, err := ch.ReconcileStep(ctx, "", 10_000)
 		if err != nil {
 			t.Error(err)
 		}
 		step = rep
-	}
-	race.hook.Store(&hook)
+		return nil
+	})
 	write(created.Add(36*time.Hour), 36)
-	if race.hook.Load() != nil {
+	if !race.fired() {
 		t.Fatal("the write carried no speed forward: the test raced nothing")
 	}
 	if step.ChangedSnapshots == 0 {
