@@ -127,19 +127,19 @@ func (h *History) refreshSpeeds(ctx context.Context, aged *Aged, prepared *Prepa
 			j++
 		}
 		ok := j < len(prev) && speedKey(prev[j]) == k
-		if ok && prepared != nil {
+		before, read, found := prepared.latestRow(k)
+		if ok && found && (before.at != prev[j].LatestAt || before.version != prev[j].LatestVersion) {
 			// The row must have seen the message's latest snapshot before
 			// the write, or it misses what a write whose refresh failed
 			// added.
-			if before, _, found := prepared.latestRow(k); found && (before.at != prev[j].LatestAt || before.version != prev[j].LatestVersion) {
-				ok = false
-			}
+			ok = false
 		}
 		switch {
 		case ok:
 			c.prev = int32(j)
 			_, ok = carrySpeed(prev[j], written)
-		case prepared.isNew(k):
+		case read && !found:
+			// New: Prepare read its project and found no row of it.
 			_, ok = firstSpeed(written)
 			if ok {
 				firstRows++

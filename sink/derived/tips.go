@@ -61,8 +61,9 @@ type Prepared struct {
 	tips map[int64]tip
 	// id names the write's refresh in the record of refreshes, under
 	// which Prepare recorded the start of the recomputation of the
-	// projects the refresh does not take at the tip; 0 for nothing
-	// recorded. atTipWrites are the writes it takes there (atTip).
+	// projects the refresh does not take at the tip (if any); 0 where
+	// Prepare did not get that far. atTipWrites are the writes it takes
+	// there (atTip).
 	id          uint64
 	atTipWrites tipWrites
 }
@@ -76,17 +77,17 @@ func (p *Prepared) refreshID() uint64 {
 	return p.id
 }
 
-// recorded reports whether Prepare recorded the start of the
-// recomputation of the write's projects not at the tip.
+// recorded reports whether Prepare split the write at the tip and
+// recorded the start of the recomputation of its projects not taken there.
 func (p *Prepared) recorded() bool { return p != nil && p.id != 0 }
 
 // splitAtTip returns the writes of written, the rows Prepare read for, a
 // refresh at the tip takes, and the rest, which it recomputes from the
 // stored history.
 func (p *Prepared) splitAtTip(written []sink.Snapshot) (tipWrites, []sink.Snapshot) {
-	atTip := p.atTip(written)
-	if p.recorded() {
-		atTip = p.atTipWrites
+	atTip := p.atTipWrites
+	if !p.recorded() {
+		atTip = p.atTip(written)
 	}
 	var rest []sink.Snapshot
 	for _, s := range written {

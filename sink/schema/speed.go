@@ -116,45 +116,47 @@ type speedField struct {
 // readers name (SpeedColumnList), between the key columns and version and
 // after it (speedBeforeVersion of them before). A declaration, never
 // modified.
-var speedFields = func() []speedField {
-	opt64 := func(p *uint64) (uint64, bool) {
-		if p == nil {
-			return 0, false
-		}
-		return *p, true
+var speedFields = []speedField{
+	{"first_seen_age_hours", "UInt32", 1, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.FirstSeenAgeHours), true }},
+	{"reads_1h", "Nullable(UInt64)", 2, 0, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[0]) }},
+	{"reads_6h", "Nullable(UInt64)", 3, 1, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[1]) }},
+	{"reads_24h", "Nullable(UInt64)", 4, 2, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[2]) }},
+	{"reads_72h", "Nullable(UInt64)", 5, 3, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[3]) }},
+	{"reads_7d", "Nullable(UInt64)", 6, 4, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[4]) }},
+	{"latest_reads", "UInt64", 7, -1, func(r *SpeedRow) (uint64, bool) { return r.LatestReads, true }},
+	{"share_24h", "Nullable(Float64)", 0, 5, func(r *SpeedRow) (uint64, bool) { return 0, r.Share24h != nil }},
+	{"half_after_hours_min", "Nullable(UInt32)", 8, 6, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[0].AfterMin) }},
+	{"half_after_hours_max", "Nullable(UInt32)", 9, 7, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[0].AfterMax) }},
+	{"nine_tenths_after_hours_min", "Nullable(UInt32)", 10, 8, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[1].AfterMin) }},
+	{"nine_tenths_after_hours_max", "Nullable(UInt32)", 11, 9, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[1].AfterMax) }},
+	// version, a column of its own, comes here.
+	{"first_age_hours", "UInt32", 12, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.FirstAge), true }},
+	{"latest_age_hours", "UInt32", 13, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.LatestAge), true }},
+	{"latest_at", "DateTime", 14, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.LatestAt), true }},
+	{"latest_version", "UInt64", 15, -1, func(r *SpeedRow) (uint64, bool) { return r.LatestVersion, true }},
+	{"half_age_hours", "UInt32", 16, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.Shares[0].Age), true }},
+	{"half_reads", "UInt64", 17, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[0].Reads, true }},
+	{"half_between_reads", "UInt64", 18, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[0].Between, true }},
+	{"nine_tenths_age_hours", "UInt32", 19, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.Shares[1].Age), true }},
+	{"nine_tenths_reads", "UInt64", 20, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[1].Reads, true }},
+	{"nine_tenths_between_reads", "UInt64", 21, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[1].Between, true }},
+}
+
+// opt64 and opt32 are a Nullable value of a SpeedRow: its value, false
+// for NULL.
+func opt64(p *uint64) (uint64, bool) {
+	if p == nil {
+		return 0, false
 	}
-	opt32 := func(p *uint32) (uint64, bool) {
-		if p == nil {
-			return 0, false
-		}
-		return uint64(*p), true
+	return *p, true
+}
+
+func opt32(p *uint32) (uint64, bool) {
+	if p == nil {
+		return 0, false
 	}
-	return []speedField{
-		{"first_seen_age_hours", "UInt32", 1, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.FirstSeenAgeHours), true }},
-		{"reads_1h", "Nullable(UInt64)", 2, 0, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[0]) }},
-		{"reads_6h", "Nullable(UInt64)", 3, 1, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[1]) }},
-		{"reads_24h", "Nullable(UInt64)", 4, 2, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[2]) }},
-		{"reads_72h", "Nullable(UInt64)", 5, 3, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[3]) }},
-		{"reads_7d", "Nullable(UInt64)", 6, 4, func(r *SpeedRow) (uint64, bool) { return opt64(r.ReadsAt[4]) }},
-		{"latest_reads", "UInt64", 7, -1, func(r *SpeedRow) (uint64, bool) { return r.LatestReads, true }},
-		{"share_24h", "Nullable(Float64)", 0, 5, func(r *SpeedRow) (uint64, bool) { return 0, r.Share24h != nil }},
-		{"half_after_hours_min", "Nullable(UInt32)", 8, 6, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[0].AfterMin) }},
-		{"half_after_hours_max", "Nullable(UInt32)", 9, 7, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[0].AfterMax) }},
-		{"nine_tenths_after_hours_min", "Nullable(UInt32)", 10, 8, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[1].AfterMin) }},
-		{"nine_tenths_after_hours_max", "Nullable(UInt32)", 11, 9, func(r *SpeedRow) (uint64, bool) { return opt32(r.Shares[1].AfterMax) }},
-		// version, a column of its own, comes here.
-		{"first_age_hours", "UInt32", 12, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.FirstAge), true }},
-		{"latest_age_hours", "UInt32", 13, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.LatestAge), true }},
-		{"latest_at", "DateTime", 14, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.LatestAt), true }},
-		{"latest_version", "UInt64", 15, -1, func(r *SpeedRow) (uint64, bool) { return r.LatestVersion, true }},
-		{"half_age_hours", "UInt32", 16, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.Shares[0].Age), true }},
-		{"half_reads", "UInt64", 17, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[0].Reads, true }},
-		{"half_between_reads", "UInt64", 18, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[0].Between, true }},
-		{"nine_tenths_age_hours", "UInt32", 19, -1, func(r *SpeedRow) (uint64, bool) { return uint64(r.Shares[1].Age), true }},
-		{"nine_tenths_reads", "UInt64", 20, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[1].Reads, true }},
-		{"nine_tenths_between_reads", "UInt64", 21, -1, func(r *SpeedRow) (uint64, bool) { return r.Shares[1].Between, true }},
-	}
-}()
+	return uint64(*p), true
+}
 
 // speedBeforeVersion is how many of speedFields come before version in
 // the columns the readers name.
