@@ -85,9 +85,11 @@ func (p *Prepared) recorded() bool { return p != nil && p.id != 0 }
 // refresh at the tip takes, and the rest, which it recomputes from the
 // stored history.
 func (p *Prepared) splitAtTip(written []sink.Snapshot) (tipWrites, []sink.Snapshot) {
-	atTip := p.atTipWrites
-	if !p.recorded() {
-		atTip = p.atTip(written)
+	var atTip tipWrites
+	if p.recorded() {
+		atTip = p.atTipWrites
+	} else {
+		atTip = p.atTip(written) // nil p included: nothing at the tip
 	}
 	var rest []sink.Snapshot
 	for _, s := range written {
