@@ -75,7 +75,9 @@ type Config struct {
 	BatchRows int
 	// BatchBytes bounds the memory a batch's rows hold (sink.Batch.Bytes):
 	// a batch is written once it has BatchRows rows or BatchBytes bytes,
-	// so that rows of long texts hold no more memory than snapshots do.
+	// so that rows of long texts hold no more memory than snapshots do;
+	// and once it has two thirds of either when no other batch is being
+	// written (writer.handOffWhenIdle).
 	BatchBytes int
 	// BatchTimeout is how long fetched rows wait before an INSERT when a
 	// batch fills slowly: a pass cut off, however, loses no more than

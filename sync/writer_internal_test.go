@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"log/slog"
+	"slices"
 	gosync "sync"
 	"testing"
 	"time"
@@ -98,6 +99,93 @@ func TestBatchHandedOverAtRowsOrBytes(t *testing.T) {
 			}
 			if n := <-sizes; n != tt.want {
 				t.Errorf("the first batch handed over held %d rows, want %d", n, tt.want)
+			}
+		})
+	}
+}
+
+// batchSizes is a sink that records the rows of each batch it is given;
+// wait, when set, is called with each write's index before it returns.
+type batchSizes struct {
+	mu    gosync.Mutex
+	sizes []int
+	wait  func(write int)
+}
+
+func (s *batchSizes) Write(_ context.Context, b *sink.Batch) error {
+	s.mu.Lock()
+	s.sizes = append(s.sizes, b.Len())
+	n := len(s.sizes)
+	s.mu.Unlock()
+	if s.wait != nil {
+		s.wait(n - 1)
+	}
+	return nil
+}
+
+func (s *batchSizes) writes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sizes)
+}
+
+func (s *batchSizes) RecordRun(context.Context, sink.Run) error { return nil }
+
+// A flusher with nothing to do takes the batch once a name leaves it two
+// thirds full, so that less is left to write when the fetches end; a
+// flusher still writing lets it fill to its limit, which bounds the
+// INSERTs. A name's rows and outcome stay in one batch either way.
+func TestBatchHandedEarlyOnlyToAnIdleFlusher(t *testing.T) {
+	const limit, perName, names = 90, 10, 20
+	rows := sink.Batch{Snapshots: make([]sink.Snapshot, perName)}
+	for _, tt := range []struct {
+		name string
+		busy bool
+		want []int
+	}{
+		// 60 rows are two thirds of 90: a batch every six names, and the
+		// 20 rows of the last two names at the end.
+		{"an idle flusher takes batches at two thirds", false, []int{60, 60, 60, 20}},
+		// A first full batch keeps the flusher busy, and each write lasts
+		// until the next batch is full.
+		{"a busy flusher leaves them to fill", true, []int{90, 90, 90, 20}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			sizes := &batchSizes{}
+			log := slog.New(slog.DiscardHandler)
+			w := newWriter(context.Background(), &store{sink: sizes, attempts: 1, log: log}, limit, 1<<30, time.Hour, "", log)
+			var flusher gosync.WaitGroup
+			flusher.Go(w.run)
+			if tt.busy {
+				sizes.wait = func(write int) {
+					for w.fetched.Load() < min(int64(write+2)*limit, limit+names*perName) {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				w.add("first.eth", &sink.Batch{Snapshots: make([]sink.Snapshot, limit)}, 0)
+				w.recordOutcome("first.eth", nil)
+			}
+			handedOver := 0
+			for range names {
+				if !tt.busy {
+					// The flusher has written every batch handed over
+					// and is back at its wait before each name.
+					for sizes.writes() < handedOver || !w.idle.Load() {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				w.add("n.eth", &rows, 0)
+				w.recordOutcome("n.eth", nil)
+				w.mu.Lock()
+				if w.batch.Len() == 0 {
+					handedOver++
+				}
+				w.mu.Unlock()
+			}
+			w.close()
+			flusher.Wait()
+			if !slices.Equal(sizes.sizes, tt.want) {
+				t.Errorf("batches of %v rows, want %v", sizes.sizes, tt.want)
 			}
 		})
 	}
