@@ -157,3 +157,23 @@ func TestVersion(t *testing.T) {
 	check("build without a checkout or a stamp", buildVersion(t, dir),
 		`^readsync 0\.6\.0 \(commit unknown`+tail+`$`)
 }
+
+// The linker drops the methods nothing calls, unless the binary can call
+// a method by a name known only when it runs (reflect's MethodByName, as
+// text/template and html/template do): then it keeps every exported
+// method of every type it links. That made the binary a third larger and
+// its resident memory a few MiB larger for the sake of the status page,
+// which is why the page is written without a template. The linker marks
+// a function that can do so ReflectMethod in its dependency dump.
+func TestNoMethodCalledByReflection(t *testing.T) {
+	goTool(t)
+	out, err := exec.Command("go", "build", "-ldflags=-dumpdep", "-o", os.DevNull, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -ldflags=-dumpdep: %v\n%s", err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, "<ReflectMethod>") {
+			t.Fatalf("the binary can call methods by reflection, which keeps every exported method in it:\n%s", line)
+		}
+	}
+}

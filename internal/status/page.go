@@ -1,26 +1,19 @@
 package status
 
 import (
-	"bytes"
-	_ "embed"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
 )
 
-//go:embed page.html.tmpl
-var pageText string
-
 // Page serves a Board: GET / as HTML and GET /status.json as JSON. Until
 // it is given its Board (Show), while the daemon opens its stores, both
 // answer 503.
 type Page struct {
 	board atomic.Pointer[Board]
-	tmpl  *template.Template
 }
 
 // Show makes the page show b from now on.
@@ -30,14 +23,7 @@ func (p *Page) Show(b *Board) { p.board.Store(b) }
 const starting = "starting: opening the spool and connecting to ClickHouse"
 
 // NewPage returns a page with nothing to show yet.
-func NewPage() *Page {
-	return &Page{tmpl: template.Must(template.New("status").Funcs(template.FuncMap{
-		"when":  when,
-		"ago":   ago,
-		"secs":  secs,
-		"bytes": byteSize,
-	}).Parse(pageText))}
-}
+func NewPage() *Page { return &Page{} }
 
 // Register adds the page's routes to mux.
 func (p *Page) Register(mux *http.ServeMux) {
@@ -51,14 +37,10 @@ func (p *Page) serveHTML(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, starting, http.StatusServiceUnavailable)
 		return
 	}
-	var buf bytes.Buffer
-	if err := p.tmpl.Execute(&buf, b.Status(time.Now())); err != nil {
-		http.Error(w, fmt.Sprintf("rendering the status page: %v", err), http.StatusInternalServerError)
-		return
-	}
+	page := renderPage(b.Status(time.Now()))
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write([]byte(page))
 }
 
 func (p *Page) serveJSON(w http.ResponseWriter, r *http.Request) {

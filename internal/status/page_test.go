@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +67,28 @@ func TestSecs(t *testing.T) {
 		if got := secs(in); got != want {
 			t.Errorf("secs(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// What the page shows from ClickHouse and the upstream (names, errors,
+// versions) is text, never markup.
+func TestPageEscapesWhatItShows(t *testing.T) {
+	b := benchBoard()
+	b.stored.Failing[0].NFT = `<script>alert("x")</script>.eth`
+	b.stored.Failing[0].LastError = `HTTP 500 <b>&</b>`
+	mux := http.NewServeMux()
+	p := NewPage()
+	p.Show(b)
+	p.Register(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;.eth`, `HTTP 500 &lt;b&gt;&amp;&lt;/b&gt;`, `<h2 id="failing-names">`, `name-000001.eth`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	if strings.Contains(body, "<script>") || strings.Contains(body, "<b>") {
+		t.Error("a value reached the page as markup")
 	}
 }
