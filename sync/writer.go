@@ -347,20 +347,26 @@ func (w *writer) recordOutcome(nft string, err error) {
 // batch, and the batch left to write once the fetches end, which the pass
 // waits for, is smaller, as is the memory two batches hold. Two thirds
 // bound the cost: at most half again as many INSERTs as full batches. It
-// runs once a name's rows and outcome have joined the batch, so no name is
-// split between two batches to save time. The caller holds mu.
+// runs once a name's rows and outcome have joined the batch, and not
+// while another name's rows are joining it (committing), so that no name
+// is split between two batches to save time. The caller holds mu.
 func (w *writer) handOffWhenIdle() {
 	early := w.batch.Len()+w.held >= w.limit*2/3 || w.bytes >= w.byteLimit*2/3
 	if !early || !w.idle.Load() {
 		return
 	}
+	// Never waited for: a commit waiting for mu holds committing.
+	if !w.committing.TryLock() {
+		return
+	}
+	defer w.committing.Unlock()
 	held, bytes := w.held, w.bytes
 	fb := w.take()
 	select {
 	case w.full <- fb:
 	default:
-		// The flusher took a batch between saying it waits and now:
-		// this one goes on filling.
+		// The flusher is not at its wait after all (it is about to
+		// reach it, or woke for its timer): this batch goes on filling.
 		w.batch, w.held, w.bytes = fb.b, held, bytes
 		for _, n := range fb.names {
 			w.names[n] = struct{}{}

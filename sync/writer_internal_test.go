@@ -190,3 +190,44 @@ func TestBatchHandedEarlyOnlyToAnIdleFlusher(t *testing.T) {
 		})
 	}
 }
+
+// A batch is not taken early while another name's rows are joining it (a
+// long list's snapshots come back from disk in pieces): it is taken at
+// the next name's end instead.
+func TestBatchNotHandedEarlyDuringACommit(t *testing.T) {
+	const limit, perName = 90, 10
+	rows := sink.Batch{Snapshots: make([]sink.Snapshot, perName)}
+	sizes := &batchSizes{}
+	log := slog.New(slog.DiscardHandler)
+	w := newWriter(context.Background(), &store{sink: sizes, attempts: 1, log: log}, limit, 1<<30, time.Hour, "", log)
+	var flusher gosync.WaitGroup
+	flusher.Go(w.run)
+	for !w.idle.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	w.committing.RLock() // another name's commit, between two pieces
+	for range 7 {
+		w.add("n.eth", &rows, 0)
+		w.recordOutcome("n.eth", nil)
+	}
+	w.mu.Lock()
+	n := w.batch.Len()
+	w.mu.Unlock()
+	if n != 70 {
+		t.Fatalf("the batch holds %d rows after seven names during a commit, want 70: taken early", n)
+	}
+	w.committing.RUnlock()
+	w.add("n.eth", &rows, 0)
+	w.recordOutcome("n.eth", nil)
+	w.mu.Lock()
+	n = w.batch.Len()
+	w.mu.Unlock()
+	if n != 0 {
+		t.Errorf("the batch holds %d rows after the commit and a name more, want it taken", n)
+	}
+	w.close()
+	flusher.Wait()
+	if want := []int{80}; !slices.Equal(sizes.sizes, want) {
+		t.Errorf("batches of %v rows, want %v", sizes.sizes, want)
+	}
+}
