@@ -16,8 +16,8 @@ import (
 // script or a style); the times, durations and sizes formatted here hold
 // no markup.
 
-// htmlWriter builds the page: raw writes markup as it is, text a value
-// escaped.
+// htmlWriter builds the page: raw writes its parts as they are, markup
+// and the values esc has escaped.
 type htmlWriter struct{ strings.Builder }
 
 func (w *htmlWriter) raw(parts ...string) {
@@ -26,7 +26,8 @@ func (w *htmlWriter) raw(parts ...string) {
 	}
 }
 
-func (w *htmlWriter) text(v any) { w.WriteString(html.EscapeString(fmt.Sprint(v))) }
+// esc is a value as text of the page.
+func esc(v any) string { return html.EscapeString(fmt.Sprint(v)) }
 
 const pageHead = `<!DOCTYPE html>
 <html lang="en">
@@ -55,9 +56,7 @@ code { font-size: 0.9em; white-space: nowrap; }
 // renderPage writes s as the page's HTML.
 func renderPage(s Status) string {
 	var w htmlWriter
-	w.raw(pageHead, "<h1>readsync ")
-	w.text(s.Version)
-	w.raw("</h1>\n<p class=\"note\">Generated ", when(s.GeneratedAt),
+	w.raw(pageHead, "<h1>readsync ", esc(s.Version), "</h1>\n<p class=\"note\">Generated ", when(s.GeneratedAt),
 		`. <a href="/status.json">status.json</a> · <a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>`, "\n")
 	renderDown(&w, s.ClickHouse)
 	w.raw("\n\n")
@@ -81,9 +80,10 @@ func renderDown(w *htmlWriter, c ClickHouse) {
 	if c.Answering {
 		return
 	}
-	w.raw("\n<div class=\"banner\" id=\"clickhouse-down\"><span class=\"down\">ClickHouse does not answer</span>: ")
-	w.text(c.Error)
-	w.raw(".\n")
+	w.raw(
+		"\n<div class=\"banner\" id=\"clickhouse-down\"><span class=\"down\">ClickHouse does not answer</span>: ",
+		esc(c.Error), ".\n",
+	)
 	if c.ReadAt != nil {
 		w.raw("What follows from ClickHouse was read ", when(c.ReadAt), ", ", secs(c.AgeSeconds), " ago.")
 	} else {
@@ -98,29 +98,26 @@ func renderSchedules(w *htmlWriter, now time.Time, schedules []Schedule) {
 <tr><th>Schedule</th><th>Cron</th><th>Shard</th><th>Last pass</th><th>Status</th><th>Duration</th><th>Names ok</th><th>Names failed</th><th>Failing now</th><th>Next pass</th></tr>
 `)
 	for _, sc := range schedules {
-		w.raw("<tr>\n<td>")
-		w.text(sc.Name)
-		w.raw("</td><td><code>")
-		w.text(sc.Cron)
-		w.raw("</code></td><td>")
-		w.text(sc.Shard)
-		w.raw("</td>\n")
+		w.raw(
+			"<tr>\n<td>", esc(sc.Name), "</td><td><code>", esc(sc.Cron), "</code></td><td>",
+			esc(sc.Shard), "</td>\n",
+		)
 		if p := sc.LastPass; p != nil {
-			w.raw("<td>", when(p.SnapshotAt), "</td><td class=\"")
-			w.text(p.Status)
-			w.raw("\">")
-			w.text(p.Status)
-			w.raw("</td><td>", secs(p.DurationSeconds), "</td><td class=\"num\">")
-			w.text(p.NamesOK)
-			w.raw("</td><td class=\"num\">")
-			w.text(p.NamesFailed)
-			w.raw("</td>\n")
+			w.raw(
+				"<td>", when(p.SnapshotAt), "</td><td class=\"", esc(p.Status), "\">",
+				esc(p.Status), "</td><td>", secs(p.DurationSeconds), "</td><td class=\"num\">",
+				esc(p.NamesOK), "</td><td class=\"num\">", esc(p.NamesFailed), "</td>\n",
+			)
 		} else {
-			w.raw("<td colspan=\"5\" class=\"note\">none recorded in the last ", secs(sc.LookBackSeconds), "</td>")
+			w.raw(
+				"<td colspan=\"5\" class=\"note\">none recorded in the last ",
+				secs(sc.LookBackSeconds), "</td>",
+			)
 		}
-		w.raw("\n<td class=\"num\">")
-		w.text(sc.NamesFailing)
-		w.raw("</td><td>", when(sc.NextPass), " (", ago(now, sc.NextPass), ")</td>\n</tr>")
+		w.raw(
+			"\n<td class=\"num\">", esc(sc.NamesFailing), "</td><td>", when(sc.NextPass), " (",
+			ago(now, sc.NextPass), ")</td>\n</tr>",
+		)
 	}
 	w.raw("\n</table>")
 }
@@ -131,38 +128,31 @@ func renderFailing(w *htmlWriter, f Failing) {
 		w.raw(`<p class="ok">No name is failing.</p>`)
 		return
 	}
-	w.raw("\n<p>")
-	w.text(f.Total)
-	w.raw(" failing")
+	w.raw("\n<p>", esc(f.Total), " failing")
 	if f.Total > uint64(len(f.Names)) {
-		w.raw(", the first ")
-		w.text(len(f.Names))
-		w.raw(" shown")
+		w.raw(", the first ", esc(len(f.Names)), " shown")
 	}
 	w.raw(`, most passes in a row first.</p>
 <table>
 <tr><th>Schedule</th><th>Name</th><th>Passes in a row</th><th>Kind</th><th>Last error</th><th>Last failure</th><th>Last success</th></tr>
 `)
 	for _, n := range f.Names {
-		w.raw(`<tr class="failing-name"><td>`)
-		w.text(n.Schedule)
-		w.raw("</td><td>")
-		w.text(n.NFT)
-		w.raw(`</td><td class="num">`)
-		w.text(n.FailingPasses)
-		w.raw("</td><td>")
-		w.text(n.Kind)
-		w.raw("</td><td>")
-		w.text(n.LastError)
-		w.raw("</td><td>", when(n.LastFailureAt), "</td><td>", when(n.LastSuccessAt), "</td></tr>\n")
+		w.raw(
+			`<tr class="failing-name"><td>`, esc(n.Schedule), "</td><td>", esc(n.NFT),
+			`</td><td class="num">`, esc(n.FailingPasses), "</td><td>", esc(n.Kind),
+			"</td><td>", esc(n.LastError), "</td><td>", when(n.LastFailureAt),
+			"</td><td>", when(n.LastSuccessAt), "</td></tr>\n",
+		)
 	}
 	w.raw("</table>\n")
 }
 
 func renderSpool(w *htmlWriter, now time.Time, s Spool) {
-	w.raw("<h2 id=\"spool\">Spool</h2>\n<table>\n<tr><th>Entries</th><td class=\"num\">")
-	w.text(s.Entries)
-	w.raw("</td></tr>\n<tr><th>Bytes</th><td class=\"num\">", byteSize(s.Bytes), "</td></tr>\n<tr><th>Oldest entry</th><td>")
+	w.raw(
+		"<h2 id=\"spool\">Spool</h2>\n<table>\n<tr><th>Entries</th><td class=\"num\">",
+		esc(s.Entries), "</td></tr>\n<tr><th>Bytes</th><td class=\"num\">", byteSize(s.Bytes),
+		"</td></tr>\n<tr><th>Oldest entry</th><td>",
+	)
 	if s.Oldest != nil {
 		w.raw(when(s.Oldest), " (", ago(now, s.Oldest), ")")
 	} else {
@@ -172,30 +162,22 @@ func renderSpool(w *htmlWriter, now time.Time, s Spool) {
 	if s.Quarantined != 0 {
 		w.raw(" failed")
 	}
-	w.raw("\">")
-	w.text(s.Quarantined)
-	w.raw("</td></tr>\n</table>")
+	w.raw("\">", esc(s.Quarantined), "</td></tr>\n</table>")
 }
 
 func renderReconcile(w *htmlWriter, r Reconcile) {
 	w.raw("<h2 id=\"reconcile\">Reconcile</h2>\n<table>\n<tr><th>Last step</th><td>", when(r.LastStepAt))
 	if r.HeldBy != "" {
-		w.raw(" (the steps are run by ")
-		w.text(r.HeldBy)
-		w.raw(")")
+		w.raw(" (the steps are run by ", esc(r.HeldBy), ")")
 	}
 	if r.Error != "" {
-		w.raw(` <span class="failed">failed: `)
-		w.text(r.Error)
-		w.raw("</span>")
+		w.raw(` <span class="failed">failed: `, esc(r.Error), "</span>")
 	}
 	w.raw("</td></tr>\n<tr><th>Snapshot changes read to</th><td>", readTo(r.SnapshotChangesTo),
 		"</td></tr>\n<tr><th>Tick changes read to</th><td>", readTo(r.TickChangesTo),
 		"</td></tr>\n<tr><th>Every change read before</th><td>", when(r.ReachedAt),
 		"</td></tr>\n<tr><th>Lag</th><td>", secs(r.LagSeconds),
-		"</td></tr>\n<tr><th>Changes pending</th><td class=\"num\">")
-	w.text(r.Pending)
-	w.raw("</td></tr>\n</table>")
+		"</td></tr>\n<tr><th>Changes pending</th><td class=\"num\">", esc(r.Pending), "</td></tr>\n</table>")
 }
 
 // readTo is how far the reconcile has read a change log.
@@ -209,24 +191,17 @@ func readTo(t *time.Time) string {
 func renderExpiry(w *htmlWriter, e Expiry) {
 	w.raw("<h2 id=\"expiry\">Retention and expiry</h2>\n<table>\n")
 	for _, r := range e.Retentions {
-		w.raw("<tr><th>")
-		w.text(r.Resolution)
-		w.raw(" rows kept</th><td>")
-		w.text(r.Keep)
-		w.raw("</td></tr>\n")
+		w.raw("<tr><th>", esc(r.Resolution), " rows kept</th><td>", esc(r.Keep), "</td></tr>\n")
 	}
 	w.raw("<tr><th>Last expiry run</th><td>")
 	if e.LastRun != nil {
-		w.raw(when(e.LastRun), " by ")
-		w.text(e.Owner)
+		w.raw(when(e.LastRun), " by ", esc(e.Owner))
 	} else {
 		w.raw("none in the last ", secs(e.LookBackSeconds))
 	}
 	w.raw("</td></tr>\n<tr><th>Last partition dropped</th><td>", when(e.LastDrop))
 	if e.Dropped != 0 {
-		w.raw(" (")
-		w.text(e.Dropped)
-		w.raw(" in the last ", secs(e.LookBackSeconds), ")")
+		w.raw(" (", esc(e.Dropped), " in the last ", secs(e.LookBackSeconds), ")")
 	}
 	w.raw("</td></tr>\n</table>")
 }
@@ -244,21 +219,18 @@ func renderClickHouse(w *htmlWriter, c ClickHouse) {
 	} else {
 		w.raw("never")
 	}
-	w.raw("</td></tr>\n<tr><th>Server</th><td>")
-	w.text(c.ServerVersion)
-	w.raw("</td></tr>\n<tr><th>Database</th><td>")
-	w.text(c.Database)
-	w.raw("</td></tr>\n<tr><th>Schema migration</th><td>")
-	w.text(c.Migration)
-	w.raw(" of ")
-	w.text(c.Latest)
+	w.raw(
+		"</td></tr>\n<tr><th>Server</th><td>", esc(c.ServerVersion),
+		"</td></tr>\n<tr><th>Database</th><td>", esc(c.Database),
+		"</td></tr>\n<tr><th>Schema migration</th><td>", esc(c.Migration), " of ", esc(c.Latest),
+	)
 	if len(c.Pending) > 0 {
 		w.raw(` <span class="failed">pending: `)
 		for i, m := range c.Pending {
 			if i > 0 {
 				w.raw(", ")
 			}
-			w.text(m)
+			w.raw(esc(m))
 		}
 		w.raw("</span>")
 	}
