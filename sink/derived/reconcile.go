@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -115,10 +116,16 @@ func (k TickChange) after() string {
 // a minute to the horizon. A step reads them in turn until it has its
 // changes: each read sorts what its range holds, so a range must hold
 // about a step's changes, not every change that waits (one INSERT …
-// SELECT records millions in a few seconds).
-func afterRanges(at uint32, open bool, sameSecond []string, horizon uint32) []string {
+// SELECT records millions in a few seconds). first, when not 0, is the
+// time of the oldest change the log holds: the windows widen from it
+// rather than from a position long before it (the start, on a new
+// database), whose seconds hold nothing to read.
+func afterRanges(at uint32, open bool, sameSecond []string, first, horizon uint32) []string {
 	var out []string
-	if at < horizon {
+	lo := at
+	if first > 0 && first-1 > at {
+		lo = first - 1
+	} else if at < horizon {
 		if open {
 			out = append(out, "changed_at = "+chconn.DateTime(at))
 		} else {
@@ -127,14 +134,14 @@ func afterRanges(at uint32, open bool, sameSecond []string, horizon uint32) []st
 			}
 		}
 	}
-	lo := at
+	from := lo
 	for _, span := range []uint32{60, 3600, 86400, 16 * 86400, 0} {
 		if lo >= horizon {
 			break
 		}
 		hi := horizon
-		if span != 0 && at < horizon-min(horizon, span) {
-			hi = at + span
+		if span != 0 && from < horizon-min(horizon, span) {
+			hi = from + span
 		}
 		out = append(out, fmt.Sprintf("changed_at > %s AND changed_at <= %s", chconn.DateTime(lo), chconn.DateTime(hi)))
 		lo = hi
@@ -142,18 +149,18 @@ func afterRanges(at uint32, open bool, sameSecond []string, horizon uint32) []st
 	return out
 }
 
-func (k SnapshotChange) ranges(horizon uint32) []string {
+func (k SnapshotChange) ranges(first, horizon uint32) []string {
 	return afterRanges(k.ChangedAt, k.Open, []string{
 		fmt.Sprintf("project_id = %d AND snapshot_at > %s", k.Project, chconn.DateTime(k.SnapshotAt)),
 		fmt.Sprintf("project_id > %d", k.Project),
-	}, horizon)
+	}, first, horizon)
 }
 
-func (k TickChange) ranges(horizon uint32) []string {
+func (k TickChange) ranges(first, horizon uint32) []string {
 	return afterRanges(k.ChangedAt, k.Open, []string{
 		fmt.Sprintf("schedule = %s AND tick > %s", chconn.QuoteString(k.Schedule), chconn.DateTime(k.Tick)),
 		"schedule > " + chconn.QuoteString(k.Schedule),
-	}, horizon)
+	}, first, horizon)
 }
 
 // StepReport says what a reconcile step found and did.
@@ -319,7 +326,11 @@ func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (S
 // refreshed (refreshes.go).
 func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit int) (StepReport, error) {
 	rep := StepReport{From: pos, To: pos, Horizon: sink.Time(horizon).Time()}
-	changes, err := h.readSnapshotChanges(ctx, &rep, horizon, limit)
+	first, err := h.firstChanges(ctx, pos)
+	if err != nil {
+		return rep, err
+	}
+	changes, err := h.readSnapshotChanges(ctx, &rep, first[schema.SnapshotChanges], horizon, limit)
 	if err != nil {
 		return rep, err
 	}
@@ -354,7 +365,7 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 		}
 	}
 	rep.LeftToWriters = refreshed.Len()
-	ticks, err := h.readTickChanges(ctx, &rep, horizon, limit)
+	ticks, err := h.readTickChanges(ctx, &rep, first[schema.TickChanges], horizon, limit)
 	if err != nil {
 		return rep, err
 	}
@@ -390,9 +401,9 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 // readSnapshotChanges reads at most limit project snapshot changes after
 // rep.To.Snapshots and before horizon, in order, moving rep.To.Snapshots
 // to the last.
-func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) ([]SnapshotChange, error) {
+func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, first, horizon uint32, limit int) ([]SnapshotChange, error) {
 	var changes []SnapshotChange
-	for _, r := range rep.To.Snapshots.ranges(horizon) {
+	for _, r := range rep.To.Snapshots.ranges(first, horizon) {
 		if len(changes) >= limit {
 			break
 		}
@@ -419,9 +430,9 @@ LIMIT %d`, h.names.Table(schema.SnapshotChanges), r, chconn.DateTime(horizon), l
 // readTickChanges reads at most limit tick changes after rep.To.Ticks and
 // before horizon, moving rep.To.Ticks to the last; it returns each
 // schedule's ticks, sorted.
-func (h *History) readTickChanges(ctx context.Context, rep *StepReport, horizon uint32, limit int) (map[string][]uint32, error) {
+func (h *History) readTickChanges(ctx context.Context, rep *StepReport, first, horizon uint32, limit int) (map[string][]uint32, error) {
 	ticks := map[string][]uint32{}
-	for _, r := range rep.To.Ticks.ranges(horizon) {
+	for _, r := range rep.To.Ticks.ranges(first, horizon) {
 		if rep.ChangedTicks >= limit {
 			break
 		}
@@ -447,6 +458,51 @@ LIMIT %d`, h.names.Table(schema.TickChanges), r, chconn.DateTime(horizon), limit
 		slices.Sort(ts)
 	}
 	return ticks, nil
+}
+
+// firstChanges returns, by table name, a time no change in a change log
+// is older than, for each log whose position is the start (no step
+// recorded one: a new database), so that the step's first read starts
+// there rather than walking empty windows from 1970: the oldest change
+// time of the log's parts (the server keeps each part's bounds of the
+// partition key), and at most the time before which every change is
+// visible (History.Settle), which bounds an empty log. A log with a
+// recorded position, or a cluster's (whose other shards' parts
+// system.parts does not show), gets no entry: its windows widen from
+// the position, as before.
+func (h *History) firstChanges(ctx context.Context, pos Position) (map[string]uint32, error) {
+	var quoted []string
+	if pos.Snapshots.ChangedAt == 0 {
+		quoted = append(quoted, chconn.QuoteString(schema.SnapshotChanges))
+	}
+	if pos.Ticks.ChangedAt == 0 {
+		quoted = append(quoted, chconn.QuoteString(schema.TickChanges))
+	}
+	first := map[string]uint32{}
+	if len(quoted) == 0 || h.names.Clustered() {
+		return first, nil
+	}
+	tables := strings.Join(quoted, ", ")
+	q := fmt.Sprintf(`SELECT t, toUInt32(min(at)) FROM (
+    SELECT table AS t, min_time AS at FROM system.parts WHERE active AND database = %s AND table IN (%s) AND rows > 0
+    UNION ALL
+    SELECT arrayJoin([%s]) AS t, now() - %d AS at
+) GROUP BY t`, chconn.QuoteString(h.names.Database()), tables, tables, int64(h.Settle()/time.Second))
+	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
+		var (
+			table string
+			at    uint32
+		)
+		if err := rows.Scan(&table, &at); err != nil {
+			return err
+		}
+		first[table] = at
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: read the oldest change from system.parts: %w", err)
+	}
+	return first, nil
 }
 
 // FirstUnread returns, for each change log with changes the reconcile

@@ -346,6 +346,41 @@ SELECT now() - 300, now() - 3600, now() - 300, 0, 0, 0, 0, 0`, db.Table("reconci
 	historytest.AssertVerified(t, ch, time.Time{})
 }
 
+// On a new database a step reads each change log from its oldest change,
+// not from 1970 through windows that widen to it: one read a log for
+// changes a few seconds old (six before), and every change is read.
+func TestReconcileOnANewDatabaseStartsAtTheOldestChange(t *testing.T) {
+	db := sinktest.New(t)
+	costs := sinktest.NewCosts()
+	ch := historytest.OpenSettled(t, db, clickhouse.WithIntercept(costs.Wrap))
+	ctx := context.Background()
+	h := historytest.NewHistory(t, ch)
+	n := historytest.WriteUnrefreshed(t, db, h, 5, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
+	sinktest.AwaitSettled(t, db.Conn, time.Second)
+	costs.Take()
+	rep, err := ch.ReconcileStep(ctx, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ChangedSnapshots != n || !rep.CaughtUp {
+		t.Errorf("a step on a new database read %d project snapshot changes, caught up %v; want all %d", rep.ChangedSnapshots, rep.CaughtUp, n)
+	}
+	reads := map[string]int{}
+	for _, s := range costs.Take() {
+		for _, log := range []string{schema.SnapshotChanges, schema.TickChanges} {
+			if strings.HasPrefix(s.Text, "SELECT DISTINCT") && strings.Contains(s.Text, "FROM "+db.Table(log)) {
+				reads[log]++
+			}
+		}
+	}
+	for _, log := range []string{schema.SnapshotChanges, schema.TickChanges} {
+		if reads[log] != 1 {
+			t.Errorf("the step read %s in %d statements, want 1: its windows start at the oldest change", log, reads[log])
+		}
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+}
+
 // What waits is counted up to derived.PendingCap a change log, however
 // long the backlog: the count reads about as many rows, not the backlog.
 func TestReconcileCountsWhatWaitsUpToACap(t *testing.T) {
