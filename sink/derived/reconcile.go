@@ -110,37 +110,48 @@ func (k TickChange) after() string {
 		chconn.QuoteString(k.Schedule), chconn.QuoteString(k.Schedule), chconn.DateTime(k.Tick)))
 }
 
+// reach bounds the change times a step reads a change log in.
+type reach struct {
+	// first is a time no change in the log is older than (0: unknown).
+	first uint32
+	// now is the server's time when the step began: the windows widen up
+	// to it, and the one that holds it reads on to the horizon, past which
+	// the log holds seconds of changes at most.
+	now uint32
+	// horizon is the change time the step reads changes before.
+	horizon uint32
+}
+
 // afterRanges renders, in the log's key order, the ranges of keys after a
 // position at the change time at (its second's rest: sameSecond, or the
 // whole second when open), then windows of change times that widen from
 // a minute to the horizon. A step reads them in turn until it has its
 // changes: each read sorts what its range holds, so a range must hold
 // about a step's changes, not every change that waits (one INSERT …
-// SELECT records millions in a few seconds). first, when not 0, is the
-// time of the oldest change the log holds: the windows widen from it
-// rather than from a position long before it (the start, on a new
-// database), whose seconds hold nothing to read.
-func afterRanges(at uint32, open bool, sameSecond []string, first, horizon uint32) []string {
+// SELECT records millions in a few seconds). The windows widen from the
+// log's oldest change when the position is long before it (the start, on
+// a new database), whose seconds hold nothing to read.
+func afterRanges(at uint32, open bool, sameSecond []string, r reach) []string {
 	var out []string
 	lo := at
-	if first > 0 && first-1 > at {
-		lo = first - 1
-	} else if at < horizon {
+	if r.first > 0 && r.first-1 > at {
+		lo = r.first - 1
+	} else if at < r.horizon {
 		if open {
 			out = append(out, "changed_at = "+chconn.DateTime(at))
 		} else {
-			for _, r := range sameSecond {
-				out = append(out, fmt.Sprintf("changed_at = %s AND %s", chconn.DateTime(at), r))
+			for _, s := range sameSecond {
+				out = append(out, fmt.Sprintf("changed_at = %s AND %s", chconn.DateTime(at), s))
 			}
 		}
 	}
-	from := lo
+	from, end := lo, min(r.horizon, r.now)
 	for _, span := range []uint32{60, 3600, 86400, 16 * 86400, 0} {
-		if lo >= horizon {
+		if lo >= r.horizon {
 			break
 		}
-		hi := horizon
-		if span != 0 && from < horizon-min(horizon, span) {
+		hi := r.horizon
+		if span != 0 && from < end-min(end, span) {
 			hi = from + span
 		}
 		out = append(out, fmt.Sprintf("changed_at > %s AND changed_at <= %s", chconn.DateTime(lo), chconn.DateTime(hi)))
@@ -149,18 +160,18 @@ func afterRanges(at uint32, open bool, sameSecond []string, first, horizon uint3
 	return out
 }
 
-func (k SnapshotChange) ranges(first, horizon uint32) []string {
+func (k SnapshotChange) ranges(r reach) []string {
 	return afterRanges(k.ChangedAt, k.Open, []string{
 		fmt.Sprintf("project_id = %d AND snapshot_at > %s", k.Project, chconn.DateTime(k.SnapshotAt)),
 		fmt.Sprintf("project_id > %d", k.Project),
-	}, first, horizon)
+	}, r)
 }
 
-func (k TickChange) ranges(first, horizon uint32) []string {
+func (k TickChange) ranges(r reach) []string {
 	return afterRanges(k.ChangedAt, k.Open, []string{
 		fmt.Sprintf("schedule = %s AND tick > %s", chconn.QuoteString(k.Schedule), chconn.DateTime(k.Tick)),
 		"schedule > " + chconn.QuoteString(k.Schedule),
-	}, first, horizon)
+	}, r)
 }
 
 // StepReport says what a reconcile step found and did.
@@ -254,9 +265,13 @@ func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err != nil {
 		return rep, h.conn.Redact(err)
 	}
+	var now uint32
+	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
+		return rep, h.conn.Redact(fmt.Errorf("reconcile: read the server's time: %w", err))
+	}
 	for {
 		sctx, reads := sink.CountReads(h.readFreshReplicas(ctx))
-		s, err := h.step(sctx, pos, math.MaxUint32, DefaultStepChanges)
+		s, err := h.step(sctx, pos, now, math.MaxUint32, DefaultStepChanges)
 		s.ReadRows, s.ReadBytes = reads.Rows(), reads.Bytes()
 		rep.add(s)
 		if err != nil {
@@ -305,7 +320,7 @@ func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (S
 			return rep, err
 		}
 	}
-	rep, err = h.step(ctx, pos, horizon, limit)
+	rep, err = h.step(ctx, pos, now, horizon, limit)
 	if err != nil {
 		return rep, err
 	}
@@ -323,14 +338,14 @@ func (h *History) reconcileStep(ctx context.Context, owner string, limit int) (S
 
 // step reads at most limit changes of each log after pos and before
 // horizon, and refreshes what they touched but what their writers
-// refreshed (refreshes.go).
-func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit int) (StepReport, error) {
+// refreshed (refreshes.go). now is the server's time.
+func (h *History) step(ctx context.Context, pos Position, now, horizon uint32, limit int) (StepReport, error) {
 	rep := StepReport{From: pos, To: pos, Horizon: sink.Time(horizon).Time()}
 	first, err := h.firstChanges(ctx, pos)
 	if err != nil {
 		return rep, err
 	}
-	changes, err := h.readSnapshotChanges(ctx, &rep, first[schema.SnapshotChanges], horizon, limit)
+	changes, err := h.readSnapshotChanges(ctx, &rep, reach{first: first[schema.SnapshotChanges], now: now, horizon: horizon}, limit)
 	if err != nil {
 		return rep, err
 	}
@@ -365,7 +380,7 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 		}
 	}
 	rep.LeftToWriters = refreshed.Len()
-	ticks, err := h.readTickChanges(ctx, &rep, first[schema.TickChanges], horizon, limit)
+	ticks, err := h.readTickChanges(ctx, &rep, reach{first: first[schema.TickChanges], now: now, horizon: horizon}, limit)
 	if err != nil {
 		return rep, err
 	}
@@ -401,9 +416,10 @@ func (h *History) step(ctx context.Context, pos Position, horizon uint32, limit 
 // readSnapshotChanges reads at most limit project snapshot changes after
 // rep.To.Snapshots and before horizon, in order, moving rep.To.Snapshots
 // to the last.
-func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, first, horizon uint32, limit int) ([]SnapshotChange, error) {
+func (h *History) readSnapshotChanges(ctx context.Context, rep *StepReport, within reach, limit int) ([]SnapshotChange, error) {
 	var changes []SnapshotChange
-	for _, r := range rep.To.Snapshots.ranges(first, horizon) {
+	horizon := within.horizon
+	for _, r := range rep.To.Snapshots.ranges(within) {
 		if len(changes) >= limit {
 			break
 		}
@@ -430,9 +446,10 @@ LIMIT %d`, h.names.Table(schema.SnapshotChanges), r, chconn.DateTime(horizon), l
 // readTickChanges reads at most limit tick changes after rep.To.Ticks and
 // before horizon, moving rep.To.Ticks to the last; it returns each
 // schedule's ticks, sorted.
-func (h *History) readTickChanges(ctx context.Context, rep *StepReport, first, horizon uint32, limit int) (map[string][]uint32, error) {
+func (h *History) readTickChanges(ctx context.Context, rep *StepReport, within reach, limit int) (map[string][]uint32, error) {
 	ticks := map[string][]uint32{}
-	for _, r := range rep.To.Ticks.ranges(first, horizon) {
+	horizon := within.horizon
+	for _, r := range rep.To.Ticks.ranges(within) {
 		if rep.ChangedTicks >= limit {
 			break
 		}

@@ -1,6 +1,7 @@
 package derived
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -24,6 +25,7 @@ func TestAfterRanges(t *testing.T) {
 		at      uint32
 		open    bool
 		first   uint32
+		now     uint32
 		horizon uint32
 		want    []string
 	}{
@@ -38,11 +40,19 @@ func TestAfterRanges(t *testing.T) {
 			"changed_at = " + chconn.DateTime(p) + " AND project_id > 7", win(p, p+60), win(p+60, p+100)}},
 		{name: "a recorded position in the second before the oldest change", at: p, first: p + 1, horizon: p + 100, want: []string{
 			"changed_at = " + chconn.DateTime(p) + " AND project_id > 7", win(p, p+60), win(p+60, p+100)}},
+		{name: "no horizon, the oldest change seconds before now", at: 0, open: true, first: p, now: p + 30, horizon: math.MaxUint32, want: []string{
+			win(p-1, math.MaxUint32)}},
+		{name: "no horizon, a recorded position two days before now", at: p, now: p + 2*86400, horizon: math.MaxUint32, want: []string{
+			"changed_at = " + chconn.DateTime(p) + " AND project_id > 7", win(p, p+60), win(p+60, p+3600), win(p+3600, p+86400), win(p+86400, math.MaxUint32)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := afterRanges(tc.at, tc.open, same, tc.first, tc.horizon)
+			r := reach{first: tc.first, now: tc.now, horizon: tc.horizon}
+			if r.now == 0 {
+				r.now = r.horizon + 10 // a step that records: its horizon settled before now
+			}
+			got := afterRanges(tc.at, tc.open, same, r)
 			if !slices.Equal(got, tc.want) {
-				t.Errorf("afterRanges(%d, %v, %q, %d, %d):\n got %q\nwant %q", tc.at, tc.open, same, tc.first, tc.horizon, got, tc.want)
+				t.Errorf("afterRanges(%d, %v, %q, %+v):\n got %q\nwant %q", tc.at, tc.open, same, r, got, tc.want)
 			}
 		})
 	}

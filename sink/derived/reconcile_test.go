@@ -346,9 +346,11 @@ SELECT now() - 300, now() - 3600, now() - 300, 0, 0, 0, 0, 0`, db.Table("reconci
 	historytest.AssertVerified(t, ch, time.Time{})
 }
 
-// On a new database a step reads each change log from its oldest change,
-// not from 1970 through windows that widen to it: one read a log for
-// changes a few seconds old (six before), and every change is read.
+// On a new database a reconcile reads each change log from its oldest
+// change, not from 1970 through windows that widen to it, and past the
+// server's time in one read, not in windows that widen to the end of
+// time: a one-off command's reconcile of changes a few seconds old reads
+// the logs in a few statements (26 before), and reads every change.
 func TestReconcileOnANewDatabaseStartsAtTheOldestChange(t *testing.T) {
 	db := sinktest.New(t)
 	costs := sinktest.NewCosts()
@@ -358,24 +360,28 @@ func TestReconcileOnANewDatabaseStartsAtTheOldestChange(t *testing.T) {
 	n := historytest.WriteUnrefreshed(t, db, h, 5, time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC))
 	sinktest.AwaitSettled(t, db.Conn, time.Second)
 	costs.Take()
-	rep, err := ch.ReconcileStep(ctx, "", 1000)
+	rep, err := ch.Reconcile(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.ChangedSnapshots != n || !rep.CaughtUp {
-		t.Errorf("a step on a new database read %d project snapshot changes, caught up %v; want all %d", rep.ChangedSnapshots, rep.CaughtUp, n)
+	if rep.ChangedSnapshots != n {
+		t.Errorf("a reconcile on a new database read %d project snapshot changes, want all %d", rep.ChangedSnapshots, n)
 	}
 	reads := map[string]int{}
 	for _, s := range costs.Take() {
 		for _, log := range []string{schema.SnapshotChanges, schema.TickChanges} {
-			if strings.HasPrefix(s.Text, "SELECT DISTINCT") && strings.Contains(s.Text, "FROM "+db.Table(log)) {
+			if strings.HasPrefix(s.Text, "SELECT DISTINCT") && strings.Contains(s.Text, "FROM "+db.Table(log)+"\n") {
 				reads[log]++
 			}
 		}
 	}
-	for _, log := range []string{schema.SnapshotChanges, schema.TickChanges} {
-		if reads[log] != 1 {
-			t.Errorf("the step read %s in %d statements, want 1: its windows start at the oldest change", log, reads[log])
+	// The step that reads the changes: one read a log from the oldest
+	// change to the horizon. The read of what is younger than the horizon,
+	// after the position that step recorded: its second's rest (two reads)
+	// and one read on from it; one read of the empty tick log.
+	for log, want := range map[string]int{schema.SnapshotChanges: 1 + 3, schema.TickChanges: 1 + 1} {
+		if reads[log] != want {
+			t.Errorf("the reconcile read %s in %d statements, want %d", log, reads[log], want)
 		}
 	}
 	historytest.AssertVerified(t, ch, time.Time{})
