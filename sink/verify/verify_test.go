@@ -234,6 +234,28 @@ func mutations(t *testing.T, db *sinktest.DB) map[string]string {
 	return out
 }
 
+// A project snapshot written again by another schedule (a backfill with
+// --snapshot-at over a pass) counts the missed ticks of its newest
+// write's schedule: the brute force takes a snapshot's schedule from the
+// row of the highest version among its messages, as the views do, both
+// over the whole history and from a window.
+func TestVerifyTakesASnapshotsScheduleFromItsNewestWrite(t *testing.T) {
+	ch, _ := historytest.OpenTestSink(t)
+	h := historytest.NewHistory(t, ch)
+	day := time.Now().UTC().AddDate(0, 0, -3).Truncate(24 * time.Hour)
+	at := func(hour int) time.Time { return day.Add(time.Duration(hour) * time.Hour) }
+	h.Pass(at(4))
+	h.RecordTick(at(8), "missed")
+	h.Pass(at(12))
+	// Project 3 at 12:00 again, newer, by a schedule with no ticks: its
+	// gains at 12:00 count no missed tick, where the pass's counted 08:00.
+	b := h.Fetch(3, at(12), h.NextVersion())
+	b.Schedule = "backfill-by-hand"
+	h.Write(&b)
+	historytest.AssertVerified(t, ch, time.Time{})
+	historytest.AssertVerified(t, ch, at(10))
+}
+
 // With a time, Verify compares, besides the snapshots and days from its
 // day on, what the change logs record as written since then, whatever its
 // time, and the rows that depend on it: a snapshot taken ten days ago and
