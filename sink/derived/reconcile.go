@@ -265,11 +265,11 @@ func (h *History) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	if err != nil {
 		return rep, h.conn.Redact(err)
 	}
-	var now uint32
-	if err := h.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
-		return rep, h.conn.Redact(fmt.Errorf("reconcile: read the server's time: %w", err))
-	}
 	for {
+		var now uint32
+		if err := h.conn.QueryRow(ctx, "SELECT toUInt32(now())").Scan(&now); err != nil {
+			return rep, h.conn.Redact(fmt.Errorf("reconcile: read the server's time: %w", err))
+		}
 		sctx, reads := sink.CountReads(h.readFreshReplicas(ctx))
 		s, err := h.step(sctx, pos, now, math.MaxUint32, DefaultStepChanges)
 		s.ReadRows, s.ReadBytes = reads.Rows(), reads.Bytes()
