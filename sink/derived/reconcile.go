@@ -495,9 +495,8 @@ func (h *History) firstChanges(ctx context.Context, pos Position) (map[string]ui
 	if pos.Ticks.ChangedAt == 0 {
 		quoted = append(quoted, chconn.QuoteString(schema.TickChanges))
 	}
-	first := map[string]uint32{}
 	if len(quoted) == 0 || h.names.Clustered() {
-		return first, nil
+		return map[string]uint32{}, nil
 	}
 	tables := strings.Join(quoted, ", ")
 	q := fmt.Sprintf(`SELECT t, toUInt32(min(at)) FROM (
@@ -505,17 +504,7 @@ func (h *History) firstChanges(ctx context.Context, pos Position) (map[string]ui
     UNION ALL
     SELECT arrayJoin([%s]) AS t, now() - %d AS at
 ) GROUP BY t`, chconn.QuoteString(h.names.Database()), tables, tables, int64(h.Settle()/time.Second))
-	err := chconn.QueryEach(ctx, h.conn, q, func(rows driver.Rows) error {
-		var (
-			table string
-			at    uint32
-		)
-		if err := rows.Scan(&table, &at); err != nil {
-			return err
-		}
-		first[table] = at
-		return nil
-	})
+	first, err := chconn.QueryMap[string, uint32](ctx, h.conn, q)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: read the oldest change from system.parts: %w", err)
 	}
