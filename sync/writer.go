@@ -360,17 +360,12 @@ func (w *writer) handOffWhenIdle() {
 		return
 	}
 	defer w.committing.Unlock()
-	held, bytes := w.held, w.bytes
-	fb := w.take()
 	select {
-	case w.full <- fb:
+	case w.full <- w.current():
+		w.reset()
 	default:
 		// The flusher is not at its wait after all (it is about to
 		// reach it, or woke for its timer): this batch goes on filling.
-		w.batch, w.held, w.bytes = fb.b, held, bytes
-		for _, n := range fb.names {
-			w.names[n] = struct{}{}
-		}
 	}
 }
 
@@ -385,14 +380,25 @@ func (w *writer) handOff() { w.full <- w.take() }
 // referenced beyond their length, for the rest of the process. The caller
 // holds mu.
 func (w *writer) take() fullBatch {
+	fb := w.current()
+	w.reset()
+	return fb
+}
+
+// current returns the current batch and the names with rows in it,
+// leaving both in place. The caller holds mu.
+func (w *writer) current() fullBatch {
 	names := make([]string, 0, len(w.names))
 	for n := range w.names {
 		names = append(names, n)
 	}
+	return fullBatch{b: w.batch, names: names}
+}
+
+// reset starts an empty batch. The caller holds mu.
+func (w *writer) reset() {
 	clear(w.names)
-	fb := fullBatch{b: w.batch, names: names}
 	w.batch, w.held, w.bytes = &sink.Batch{Schedule: w.schedule}, 0, 0
-	return fb
 }
 
 // takeDue returns the current batch when its first rows have waited the
