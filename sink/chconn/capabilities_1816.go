@@ -32,13 +32,18 @@ const (
 	// them, and waits for the marks as this setting says (since 24.4;
 	// 18.16 has only ALTER TABLE … DELETE).
 	settingLightweightDeletes = "lightweight_deletes_sync"
+	// settingFilterPushDown is listed by every release that plans a
+	// query in steps and pushes a filter down through them, a join's
+	// sides included (the current release here; 18.16 pushes a WHERE
+	// into a subquery only on the left of a join).
+	settingFilterPushDown = "query_plan_filter_push_down"
 )
 
 // readCapabilities reads which of the settings readsync asks about the
 // server knows, query settings and MergeTree settings alike.
 func readCapabilities(ctx context.Context, c *Conn) ([]string, error) {
 	// Names as literals: servers bind a slice parameter differently.
-	names := []string{QuoteString(settingDedupToken), QuoteString(settingCodecs), QuoteString(settingLightweightDeletes)}
+	names := []string{QuoteString(settingDedupToken), QuoteString(settingCodecs), QuoteString(settingLightweightDeletes), QuoteString(settingFilterPushDown)}
 	for _, p := range pinnedInsertSettings() {
 		names = append(names, QuoteString(p.name))
 	}
@@ -72,6 +77,13 @@ func (s Server) Codecs() bool { return slices.Contains(s.has, settingCodecs) }
 // included. ALTER TABLE … DELETE writes every part that holds a deleted
 // row again, whole. 18.16 has only the latter.
 func (s Server) LightweightDeletes() bool { return slices.Contains(s.has, settingLightweightDeletes) }
+
+// NarrowsJoins reports whether a range of a view's key, in a WHERE over
+// the view, narrows the reads of the subqueries the view joins as well as
+// those of its own rows. On 18.16 it narrows the latter only: a view that
+// joins the projects' names reads the projects table whole for every
+// read, however few projects it is asked for.
+func (s Server) NarrowsJoins() bool { return slices.Contains(s.has, settingFilterPushDown) }
 
 // pinned returns the settings of pinnedInsertSettings the server knows,
 // with the values readsync needs.

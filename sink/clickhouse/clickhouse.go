@@ -19,6 +19,7 @@ import (
 	"github.com/readsync/readsync/sink/chconn"
 	"github.com/readsync/readsync/sink/derived"
 	"github.com/readsync/readsync/sink/schema/resort"
+	"github.com/readsync/readsync/sink/verify"
 )
 
 // ClickHouse writes rows to a ClickHouse server over the native protocol.
@@ -35,6 +36,7 @@ type ClickHouse struct {
 	waitSchema bool
 
 	resort resort.Options
+	verify []verify.Option
 }
 
 // ObserveInserts makes every INSERT report its table, row count, duration
@@ -53,6 +55,7 @@ type options struct {
 	history []derived.Option
 	resort  resort.Options
 	wrap    func(driver.Conn) driver.Conn
+	verify  []verify.Option
 	// waitSchema is WithSchemaFromElsewhere.
 	waitSchema bool
 }
@@ -105,6 +108,12 @@ func WithIntercept(wrap func(driver.Conn) driver.Conn) Option {
 	return func(o *options) { o.wrap = wrap }
 }
 
+// WithVerifyStepRows bounds the snapshot rows one step of Verify's brute
+// force reads (verify.WithStepRows).
+func WithVerifyStepRows(n uint64) Option {
+	return func(o *options) { o.verify = append(o.verify, verify.WithStepRows(n)) }
+}
+
 // OpenClickHouse connects to the server the DSN names. It does not require
 // the DSN's database to exist: Migrate creates it, and every statement names
 // its database explicitly.
@@ -120,7 +129,7 @@ func OpenClickHouse(ctx context.Context, dsn chconn.DSN, opts ...Option) (*Click
 	if o.wrap != nil {
 		conn.Intercept(o.wrap)
 	}
-	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...), resort: o.resort, waitSchema: o.waitSchema}, nil
+	return &ClickHouse{conn: conn, history: derived.New(conn, o.history...), resort: o.resort, verify: o.verify, waitSchema: o.waitSchema}, nil
 }
 
 // Close closes the connections.

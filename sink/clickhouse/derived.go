@@ -54,7 +54,7 @@ func (c *ClickHouse) Verify(ctx context.Context, since time.Time) (verify.Report
 		return verify.Report{}, fmt.Errorf("verify: database %q is at schema version %d, with migrations pending (%s): "+
 			"apply them first (readsync --migrate)", c.Database(), v.Applied, strings.Join(v.Pending, ", "))
 	}
-	return verify.New(c.conn).Verify(ctx, since)
+	return verify.New(c.conn, c.verify...).Verify(ctx, since)
 }
 
 // Repair mends what Verify found: each view that differs is written again,

@@ -113,7 +113,7 @@ func AgeFold(n chconn.Names, month, projects string) string {
 // project_id) selects. Messages whose create_at is unusable (stored as
 // the Unix epoch) have no age.
 func AgeRefill(n chconn.Names, snapshots, messages string) string {
-	d := DDL{n}
+	d := DDL{Names: n}
 	snaps := fmt.Sprintf("SELECT project_id, message_id, snapshot_at, version, read_count, total, percent\nFROM %s\nWHERE %s",
 		d.Table(SnapshotsTable.name), snapshots)
 	// The version a FINAL read through a Distributed table selects

@@ -32,14 +32,14 @@ const refreshKeyLen = 80
 // DayRefresh returns the INSERT that computes the day rollup's rows from
 // the daily rollup for the (project, day) pairs that where selects.
 func DayRefresh(n chconn.Names, where string) string {
-	return periodRefresh(DDL{n}, DayRollup, DailyRollup, "day", where, "argMaxState(day_values, refresh_key)")
+	return periodRefresh(DDL{Names: n}, DayRollup, DailyRollup, "day", where, "argMaxState(day_values, refresh_key)")
 }
 
 // HourRefresh returns the INSERT that computes the hour rollup's rows
 // (hourly.go) from the hourly rollup for the (project, hour) pairs that
 // where selects: as DayRefresh does for days, each as its HourRow.
 func HourRefresh(n chconn.Names, where string) string {
-	return periodRefresh(DDL{n}, HourRollup, HourlyRollup, "hour", where, "maxState("+
+	return periodRefresh(DDL{Names: n}, HourRollup, HourlyRollup, "hour", where, "maxState("+
 		HourRow("refresh_key", "tupleElement(hour_values, 1)", "tupleElement(hour_values, 2)", "tupleElement(hour_values, 3)")+")")
 }
 

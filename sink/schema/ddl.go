@@ -13,7 +13,25 @@ import (
 // and none needs a server to render: the functions of this package that
 // take a DDL (RollupTablesDDL and the like) render what each migration
 // creates.
-type DDL struct{ chconn.Names }
+type DDL struct {
+	chconn.Names
+	// lookups, when set, narrows the reads of the small tables a view
+	// joins by project (see ViewQuery); the views stored never have it.
+	lookups *idRange
+}
+
+// idRange is the project ids from lo to hi.
+type idRange struct{ lo, hi int64 }
+
+// lookupsWhere returns the WHERE clause that narrows a view's read of a
+// table joined by project to the ids of d's lookups, by its column col,
+// and nothing when d has none.
+func (d DDL) lookupsWhere(col string) string {
+	if d.lookups == nil {
+		return ""
+	}
+	return fmt.Sprintf("\nWHERE %s BETWEEN %d AND %d", col, d.lookups.lo, d.lookups.hi)
+}
 
 // in is the IN of a view's subquery over readsync's tables: a plain IN
 // on one server, by which 18.16 narrows a read to the granules of the keys

@@ -12,7 +12,7 @@ func TestShapeCheckCatchesTheUnaliasedJoin(t *testing.T) {
 	if !shapesOneServerRefuses[0].re.MatchString(old) {
 		t.Error("the unaliased JOIN passes the shape check")
 	}
-	for _, v := range rollupViews(DDL{chconn.NewNames("d", chconn.Topology{})}) {
+	for _, v := range rollupViews(DDL{Names: chconn.NewNames("d", chconn.Topology{})}) {
 		for _, s := range shapesOneServerRefuses {
 			if s.re.MatchString(v.query) {
 				t.Errorf("view %s: %s", v.name, s.reason)

@@ -7,7 +7,7 @@ import "github.com/readsync/readsync/sink/chconn"
 // clickhouse, which this package's own tests cannot import.
 
 // WithProject exposes withProject.
-func WithProject(n chconn.Names, left string) string { return withProject(DDL{n}, left) }
+func WithProject(n chconn.Names, left string) string { return withProject(DDL{Names: n}, left) }
 
 // ReadRate exposes readRate.
 const ReadRate = readRate
@@ -15,4 +15,4 @@ const ReadRate = readRate
 // SpeedFromAges exposes message_read_speed as migration 16 defined it:
 // every message's speed computed from the age rollup at each query, what
 // the speed rollup must hold.
-func SpeedFromAges(n chconn.Names) string { return messageReadSpeedV16(DDL{n}) }
+func SpeedFromAges(n chconn.Names) string { return messageReadSpeedV16(DDL{Names: n}) }

@@ -71,7 +71,7 @@ FROM
 // reads the names' failures: a day, or the longest span of a slow
 // schedule's last streakPasses passes. A repair computes that much again.
 func NameHealthReach(n chconn.Names) string {
-	return fmt.Sprintf("SELECT greatest(toUInt32(86400), max(span)) FROM (%s)", streakSpans(DDL{n}))
+	return fmt.Sprintf("SELECT greatest(toUInt32(86400), max(span)) FROM (%s)", streakSpans(DDL{Names: n}))
 }
 
 var (

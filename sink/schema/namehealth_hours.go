@@ -187,7 +187,7 @@ func NameFailureHoursDDL(d DDL) []string {
 // for the last failure as a tuple: the brute force --verify holds the view
 // to, at the same instant when both are read by one query.
 func NameHealthFromFailures(n chconn.Names) string {
-	d := DDL{n}
+	d := DDL{Names: n}
 	failures := d.Table(NameFailuresTable.name)
 	failed := fmt.Sprintf("SELECT schedule, nft FROM %s WHERE snapshot_at >= now() - %s", failures, nameHealthWindow)
 	// The failures of the hours the view reads; the first condition, on
@@ -220,6 +220,6 @@ FROM
 // again from name_failures' rows that where (a WHERE clause) selects:
 // what --repair runs after deleting those hours.
 func NameFailureHoursRefill(n chconn.Names, where string) string {
-	d := DDL{n}
+	d := DDL{Names: n}
 	return fmt.Sprintf("INSERT INTO %s %s", d.Table(NameFailureHours), nameFailureHoursTable.selectFrom(d.Table(NameFailuresTable.name), where))
 }

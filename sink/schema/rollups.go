@@ -118,7 +118,7 @@ type Refill struct {
 // Refills returns the Refill of each rollup a materialized view keeps,
 // for the snapshot rows where selects, in the order of their views.
 func Refills(n chconn.Names, where string) []Refill {
-	d := DDL{n}
+	d := DDL{Names: n}
 	var out []Refill
 	for _, r := range append(rollupTables(), firstRollupTable, hourlyRollupTable) {
 		from := d.Table(SnapshotsTable.name)

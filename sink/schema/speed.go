@@ -339,14 +339,14 @@ func SpeedRefill(n chconn.Names, ages string) string {
 // the condition ages selects: what the speed rollup holds of them, by
 // definition (SpeedRefill), and what a row carried forward must equal.
 func SpeedOfCurves(n chconn.Names, ages string) string {
-	return speedValues(DDL{n}, "WHERE "+ages, true)
+	return speedValues(DDL{Names: n}, "WHERE "+ages, true)
 }
 
 // messageReadSpeed is message_read_speed: the speed rollup's rows, FINAL
 // (the newest computation of each message), with the project's names
 // and the message's subject.
 func messageReadSpeed(d DDL) string {
-	return speedNamed(d, fmt.Sprintf("SELECT %s%s\nFROM %s FINAL", speedColumns, d.FinalVersion(), d.Table(SpeedRollup)))
+	return speedNamed(d, fmt.Sprintf("SELECT %s%s\nFROM %s FINAL%s", speedColumns, d.FinalVersion(), d.Table(SpeedRollup), d.lookupsWhere("project_id")))
 }
 
 // SpeedDDL is what migration 17 creates: the speed rollup

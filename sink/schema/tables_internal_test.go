@@ -72,7 +72,7 @@ func TestTablesMatchRowJSON(t *testing.T) {
 // the columns added since at the end, and cluster mode differs only in
 // where the rows live.
 func TestCreateTableStatements(t *testing.T) {
-	single := DDL{chconn.NewNames("d", chconn.Topology{})}
+	single := DDL{Names: chconn.NewNames("d", chconn.Topology{})}
 	got := single.CreateTable(SnapshotsTable.Def())
 	want := "CREATE TABLE IF NOT EXISTS `d`.`message_read_snapshots` (\n    project_id Int64,\n    message_id Int64,\n    snapshot_at DateTime,\n" +
 		"    read_count UInt64,\n    total UInt64,\n    percent Float64,\n    fetched_at DateTime,\n    version UInt64,\n    schedule String\n) ENGINE = ReplacingMergeTree(version)\n" +
@@ -80,7 +80,7 @@ func TestCreateTableStatements(t *testing.T) {
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("single server:\n%s\nwant\n%s", strings.Join(got, "\n;\n"), want)
 	}
-	cluster := DDL{chconn.NewNames("d", chconn.Topology{Cluster: "c"})}
+	cluster := DDL{Names: chconn.NewNames("d", chconn.Topology{Cluster: "c"})}
 	got = cluster.CreateTable(RunsTable.Def())
 	if len(got) != 2 {
 		t.Fatalf("cluster mode: %d statements, want the local table and the Distributed one", len(got))
@@ -101,7 +101,7 @@ func TestCreateTableStatements(t *testing.T) {
 			t.Errorf("statement %d:\n%s\nwant %s", i, got[i], want)
 		}
 	}
-	got = DDL{chconn.NewNames("d", chconn.Topology{Cluster: "c", ReplicaPath: "/p/{table}"})}.CreateTable(ProjectsTable.Def())
+	got = DDL{Names: chconn.NewNames("d", chconn.Topology{Cluster: "c", ReplicaPath: "/p/{table}"})}.CreateTable(ProjectsTable.Def())
 	if want := "ENGINE = ReplicatedReplacingMergeTree('/p/{table}', '{replica}', version)"; !strings.Contains(got[0], want) {
 		t.Errorf("%s\nwant %s", got[0], want)
 	}

@@ -169,7 +169,11 @@ ORDER BY project_id, message_id, snapshot_at, version`, c.names.Table(schema.Sna
 		if shape.name == schema.ProjectByAgeView {
 			k = keepProject
 		}
-		if err := c.readViewRows(ctx, shape, filter, got, k); err != nil {
+		from, err := c.viewFrom(ctx, judged, shape.name, s)
+		if err != nil {
+			return err
+		}
+		if err := c.readViewRows(ctx, shape, from, filter, got, k); err != nil {
 			return fmt.Errorf("read %s: %w", shape.name, err)
 		}
 		judged.add(shape, got, want[shape.name])

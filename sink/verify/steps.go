@@ -88,7 +88,7 @@ func (c *Checker) steps(ctx context.Context, g windowGroup, w verifyWindow) ([]s
 		var cur []int64
 		var n uint64
 		for _, p := range g.projects {
-			if len(cur) > 0 && n+counts[p] > bruteStepRows {
+			if len(cur) > 0 && n+counts[p] > c.stepRows {
 				out = append(out, step{projects: cur, lo: cur[0], hi: cur[len(cur)-1]})
 				cur, n = nil, 0
 			}
@@ -120,7 +120,7 @@ func (c *Checker) steps(ctx context.Context, g windowGroup, w verifyWindow) ([]s
 		if _, own := w.early[p]; own {
 			return nil
 		}
-		if begun && n+count > bruteStepRows {
+		if begun && n+count > c.stepRows {
 			out = append(out, step{lo: lo, hi: last})
 			lo, n = last+1, 0
 		}

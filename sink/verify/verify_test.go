@@ -417,3 +417,77 @@ func sixPasses(t *testing.T) (*clickhouse.ClickHouse, *sinktest.DB, *historytest
 	historytest.AssertVerified(t, ch, time.Time{})
 	return ch, db, h
 }
+
+// A check reads the tables the views join (the projects' names, the
+// messages' subjects, the speeds) a step at a time. 18.16 narrows no
+// joined subquery by a range over a view: a step that read each view as
+// stored read those tables whole, and a check of S steps read them S
+// times over. There each view is read as stored by the first step alone,
+// and by the others through its query narrowed to their projects; the
+// current release narrows the stored views itself. The projects table
+// holds 60 000 projects without snapshots besides the history's four,
+// each of which is a step of its own; the others' ids fall in the first
+// step's range. A view altered by hand is still found, in the first step.
+func TestVerifyReadsWhatTheViewsJoinAStepAtATime(t *testing.T) {
+	db := sinktest.New(t)
+	costs := sinktest.NewCosts()
+	ch := historytest.OpenSink(t, db.DSN, clickhouse.WithIntercept(costs.Wrap), clickhouse.WithVerifyStepRows(1))
+	ctx := context.Background()
+	if err := ch.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := historytest.NewHistory(t, ch)
+	for i := range 6 {
+		h.Pass(sixPassesDay().Add(time.Duration(4*i) * time.Hour))
+	}
+	const others = 60_000
+	if err := db.Conn.Exec(ctx, fmt.Sprintf("INSERT INTO %s (id, nft, name, version) SELECT -toInt64(number) - 1000, concat('other', toString(number)), 'other', 1 FROM system.numbers LIMIT %d",
+		db.Table(schema.ProjectsTable.Name()), others)); err != nil {
+		t.Fatal(err)
+	}
+	costs.Take()
+	historytest.AssertVerified(t, ch, time.Time{})
+	stmts := costs.Take()
+	costs.Read(t, db.Conn, stmts)
+	// A step reads its projects' names (stepNames) once, then each view.
+	var steps, whole int
+	for _, s := range stmts {
+		if strings.HasPrefix(s.Text, "SELECT id, argMax(nft, version)") {
+			steps++
+		}
+		if s.Rows >= others {
+			whole++
+		}
+	}
+	// The first step's names and its reads of the seven views keyed by
+	// project and the three on the message's clock.
+	if limit := 1 + 10; steps < historytest.Projects || whole > limit {
+		for _, s := range stmts {
+			t.Logf("%8d %.160s", s.Rows, strings.Join(strings.Fields(s.Text), " "))
+		}
+		t.Errorf("a check in %d steps read %d statements of at least the %d other projects, want at most %d (one step's) in at least %d steps",
+			steps, whole, others, limit, historytest.Projects)
+	}
+
+	rewrite := schema.RewriteView(chconn.NewNames(db.Name, chconn.Topology{}), schema.DailyView)
+	last := len(rewrite) - 1
+	altered := strings.Replace(rewrite[last], "tupleElement(day_values, 2) AS reads", "tupleElement(day_values, 2) + 1 AS reads", 1)
+	if altered == rewrite[last] {
+		t.Fatalf("%s reads no tupleElement(day_values, 2) AS reads:\n%s", schema.DailyView, rewrite[last])
+	}
+	rewrite[last] = altered
+	for _, q := range rewrite {
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	rep, err := ch.Verify(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDiff(t, rep, schema.DailyView, "wrong   project_id=1 day=2026-03-01")
+	if err := ch.Repair(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+}
