@@ -36,10 +36,10 @@ func OpenSink(t *testing.T, dsn string, opts ...clickhouse.Option) *clickhouse.C
 }
 
 // OpenCluster opens readsync's sink on a node of the cluster, its tables
-// placed on the cluster, closed when the test ends.
-func OpenCluster(t *testing.T, c *sinktest.Cluster, node int) *clickhouse.ClickHouse {
+// placed on the cluster, with opts besides, closed when the test ends.
+func OpenCluster(t *testing.T, c *sinktest.Cluster, node int, opts ...clickhouse.Option) *clickhouse.ClickHouse {
 	t.Helper()
-	return OpenSink(t, c.DSNs[node], clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath}))
+	return OpenSink(t, c.DSNs[node], append([]clickhouse.Option{clickhouse.WithTopology(chconn.Topology{Cluster: c.Name, ReplicaPath: c.ReplicaPath})}, opts...)...)
 }
 
 // OpenTestSink opens the sink on a fresh database, migrated.
