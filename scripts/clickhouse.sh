@@ -121,6 +121,8 @@ write_current_config() {
 		        <errorlog>${STATE_DIR}/log/clickhouse-server.err.log</errorlog>
 		    </logger>
 		    <users_config>${STATE_DIR}/users.xml</users_config>
+		    <!-- The tests drop a database each: its files go at once, not minutes later. -->
+		    <database_atomic_delay_before_drop_table_sec>0</database_atomic_delay_before_drop_table_sec>
 		$(zookeeper_xml)
 		    <remote_servers>
 		        <readsync_ddl_check>
@@ -138,6 +140,18 @@ write_current_config() {
 	EOF
 }
 
+# clean_current_tmp: remove what earlier runs of the current release left.
+# The library keeps its databases in a directory of its own under TMPDIR
+# (clickhouse-local-<uuid>, whatever --path says), new at each start and
+# removed only by a clean exit, which a stopped server never makes: each
+# start would leave the last run's test data behind. The server runs with
+# TMPDIR in the state directory, and the directories there go before a start
+# and after a stop; its databases do not outlive it.
+clean_current_tmp() {
+	rm -rf "$STATE_DIR/tmp"
+	mkdir -p "$STATE_DIR/tmp"
+}
+
 # ensure_current: make the current release answer on HTTP_PORT.
 ensure_current() {
 	local pid
@@ -151,10 +165,11 @@ ensure_current() {
 	install_chdb
 	build_chserve
 	write_current_config
+	clean_current_tmp
 	log "starting ClickHouse (current, $CHDB_PACKAGE; state in $STATE_DIR, HTTP port $HTTP_PORT)"
 	# The last statement keeps the listeners open: one row a second for 30 years.
 	start_daemon "ClickHouse (current)" "$STATE_DIR/clickhouse-server.pid" ping_clickhouse "$HTTP_PORT" -- \
-		"$STATE_DIR/chserve" "$CHDB_DIR/package/libchdb.so" \
+		env TMPDIR="$STATE_DIR/tmp" "$STATE_DIR/chserve" "$CHDB_DIR/package/libchdb.so" \
 		--path="$STATE_DIR/data" --config-file="$STATE_DIR/config.xml" \
 		--tcp_port="$TCP_PORT" --http_port="$HTTP_PORT" --listen_host=127.0.0.1 --multiquery \
 		--query="SYSTEM START LISTEN TCP; SYSTEM START LISTEN HTTP; SELECT sleepEachRow(1) FROM numbers(1000000000) SETTINGS max_block_size = 1 FORMAT Null"
@@ -185,6 +200,9 @@ cmd_ensure() {
 
 cmd_stop() {
 	stop_clickhouse clickhouse-server "$STATE_DIR" "$HTTP_PORT"
+	if [[ "$RELEASE" == current ]] && ! clickhouse_pid "$STATE_DIR" >/dev/null; then
+		clean_current_tmp
+	fi
 }
 
 cmd_status() {
