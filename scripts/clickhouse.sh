@@ -121,8 +121,6 @@ write_current_config() {
 		        <errorlog>${STATE_DIR}/log/clickhouse-server.err.log</errorlog>
 		    </logger>
 		    <users_config>${STATE_DIR}/users.xml</users_config>
-		    <!-- The tests drop a database each: its files go at once, not minutes later. -->
-		    <database_atomic_delay_before_drop_table_sec>0</database_atomic_delay_before_drop_table_sec>
 		$(zookeeper_xml)
 		    <remote_servers>
 		        <readsync_ddl_check>
