@@ -545,3 +545,73 @@ func TestCurvesOutliveRawExpiry(t *testing.T) {
 	}
 	checkAgeCurves(t, db)
 }
+
+// The speed rollup never expires (a row per message, like the latest
+// rollup): when every row of the messages' curves expired, raw and age
+// rows alike, their speeds stay as they were, through --verify, which
+// judges none of them, and through a repair of their projects, which has
+// no curve to compute them from.
+func TestSpeedsOutliveTheirCurves(t *testing.T) {
+	ch, db := historytest.OpenTestSink(t)
+	ctx := context.Background()
+	runAgePasses(t, ch)
+	if _, err := ch.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := speedRollupRows(t, db)
+	if len(before) != 4 {
+		t.Fatalf("%d speed rows before expiry, want 4 (messages A, B, C, D): %q", len(before), before)
+	}
+	// Every pass was in March 2026: a day of each resolution drops every
+	// raw and age row.
+	if _, err := ch.Expire(ctx, expiry.Policy{schema.Raw: 24 * time.Hour, schema.Daily: 24 * time.Hour}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{schema.SnapshotsTable.Name(), schema.AgeRollup} {
+		if n := db.Count(t, table); n != 0 {
+			t.Fatalf("%d rows of %s remain after expiry", n, table)
+		}
+	}
+	if got := speedRollupRows(t, db); !slices.Equal(got, before) {
+		t.Fatalf("speed rows after expiry:\n%q\nwant them as before:\n%q", got, before)
+	}
+	historytest.AssertVerified(t, ch, time.Time{})
+	if err := ch.Repair(ctx, verify.Report{Views: []verify.ViewDiff{{View: schema.SpeedView, WrongRows: 1, Projects: []int64{1, 2}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := speedRollupRows(t, db); !slices.Equal(got, before) {
+		t.Fatalf("speed rows after a repair:\n%q\nwant them as before:\n%q", got, before)
+	}
+}
+
+// speedRollupRows reads every stored value of the speed rollup, a line a
+// message.
+func speedRollupRows(t *testing.T, db *sinktest.DB) []string {
+	t.Helper()
+	rows, err := db.Conn.Query(context.Background(), fmt.Sprintf(
+		"SELECT project_id, message_id, toUInt32(create_at), version, speed_nulls, speed_share_24h, speed_values FROM %s FINAL ORDER BY project_id, message_id",
+		db.Table(schema.SpeedRollup)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var (
+			project, message int64
+			created          uint32
+			version          uint64
+			nulls            uint16
+			share            float64
+			values           []uint64
+		)
+		if err := rows.Scan(&project, &message, &created, &version, &nulls, &share, &values); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprint(project, message, created, version, nulls, share, values))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

@@ -95,8 +95,9 @@ func derivedTables() []string {
 // from them are kept as they are, since what remains cannot compute them:
 // the days before the first whole day kept, the latest row of a message
 // with no row kept, when a message with rows before the edge was first
-// seen, the curve by age of such a message, and the reads gained at a
-// snapshot whose previous one expired. The rest is deleted and computed
+// seen, the curve by age of such a message, the speeds of a message with
+// no age row left, and the reads gained at a snapshot whose previous one
+// expired. The rest is deleted and computed
 // again from the rows from the edge on.
 func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	ctx = h.conn.SyncInserts(ctx)
@@ -197,9 +198,11 @@ func (h *History) resetTips(ctx context.Context, projects []int64) error {
 // again (the others keep theirs), and the snapshots whose gains it keeps.
 type keptAtEdge struct {
 	// latest are the messages with a row kept; first those first seen
-	// from the edge on.
-	latest, first []msgKey
-	gains         chconn.SnapshotSet
+	// from the edge on; curves those with a row in the age rollup, whose
+	// speeds a rebuild computes again (the speed rollup never expires:
+	// the row of a message whose every age row expired is kept).
+	latest, first, curves []msgKey
+	gains                 chconn.SnapshotSet
 }
 
 // keptAtEdge reads what a rebuild of the projects of ctx's external table
@@ -217,6 +220,16 @@ func (h *History) keptAtEdge(ctx context.Context, edge uint32) (keptAtEdge, erro
 		})
 	if err != nil {
 		return k, fmt.Errorf("read the messages with rows kept: %w", err)
+	}
+	err = chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s ORDER BY project_id, message_id", h.names.Table(schema.AgeRollup), in),
+		func(rows driver.Rows) error {
+			var m msgKey
+			err := rows.Scan(&m.project, &m.message)
+			k.curves = append(k.curves, m)
+			return err
+		})
+	if err != nil {
+		return k, fmt.Errorf("read the messages with a curve kept: %w", err)
 	}
 	// A message seen before the edge: its first snapshot kept is one whose
 	// gains were computed from its row before, which expired.
@@ -279,6 +292,8 @@ func (k keptAtEdge) deletions(t string, edge uint32) []string {
 		// A message's curve is computed again only where its every row
 		// is kept: one first seen from the edge on.
 		return messageConds(k.first)
+	case schema.SpeedRollup:
+		return messageConds(k.curves)
 	case schema.DailyRollup, schema.DayRollup, schema.DayGainsRollup:
 		return []string{" AND day >= " + day}
 	case schema.HourlyRollup, schema.HourRollup, schema.HourGainsRollup:

@@ -90,7 +90,6 @@ func expiringDefs() []struct {
 		{dayRollupTable, Daily},
 		{dayGainsTable, Daily},
 		{ageRollupTable.TableDef, Daily},
-		{SpeedTable.Def(), Daily},
 	}
 }
 

@@ -27,11 +27,21 @@ import (
 // messages' age rows only (SpeedRefill), by the sort key, which both
 // releases narrow by: the rows of a curve, 73 and one a day of age.
 //
-// The rollup is partitioned by the month of create_at and expires with
-// the daily resolution: a message's row goes with the month it was
-// created in, as the start of its curve does from the age rollup. (A
-// repair of its project after that computes it again from what the age
-// rollup keeps of the curve, until the next expiry drops it again.)
+// The rollup is not partitioned and never expires: a row per message,
+// like the latest and first rollups, which keep the message's state as
+// the messages table keeps its subject. An INSERT writes a part per
+// partition its rows span, and a write's messages span every month in
+// which messages still read were created: partitioned by the month of
+// create_at (to expire with the daily resolution), a batch wrote 13 parts
+// in the bench (messages created over 13 months) and a daemon's pass a
+// part per month of creation, which merges then undid. Kept, a row also
+// outlives the start of its curve, which the age rollup drops by the
+// month of its buckets: the next write carries it forward as before, and
+// a computation from the curve (a write the row cannot decide, the
+// reconcile, --repair) computes it from what the age rollup keeps.
+// --verify judges no message created before the daily edge, and --repair
+// leaves the row of a message with no age row left (package derived's
+// repair.go).
 
 // SpeedRollup is the speed rollup's name.
 const SpeedRollup = "message_read_speed_rollup"
@@ -65,10 +75,10 @@ const SpeedRollup = "message_read_speed_rollup"
 // forward are the same row.
 //
 // The table stores a row in seven columns, not a column per value: on
-// 18.16, which writes every column of a part as files of its own, an
-// INSERT of a write's rows makes a part per month of creation its
-// messages span, and a column per value made 78 files of each part, most
-// of what a pass's INSERTs created. The values are packed into one array
+// 18.16, which writes every column of a part as files of its own, a
+// column per value made 78 files of each part an INSERT writes (a part
+// per partition its messages span), most of what a pass's INSERTs
+// created. The values are packed into one array
 // (speed_values), their NULLs into a bit mask (speed_nulls) and the one
 // fraction into a column of its own; each value is also an ALIAS column of
 // its name and type, so that every reader (the view, the carry's read,
@@ -94,7 +104,6 @@ var SpeedTable = &table[SpeedRow]{
 	aliases: speedAliases(),
 	layout: layout{
 		engine:      engine{"ReplacingMergeTree", "version"},
-		partitionBy: "toYYYYMM(create_at)",
 		orderBy:     "(project_id, message_id)",
 		shardBy:     "project_id",
 		granularity: FineGranularity,

@@ -36,7 +36,7 @@ func TestEveryPartitionedTableExpires(t *testing.T) {
 			t.Errorf("%s expires, but no migration creates it partitioned by month", name)
 		}
 	}
-	for _, name := range []string{schema.ProjectsTable.Name(), schema.MessagesTable.Name(), schema.LatestRollup, schema.FirstRollup, schema.Expiries} {
+	for _, name := range []string{schema.ProjectsTable.Name(), schema.MessagesTable.Name(), schema.LatestRollup, schema.FirstRollup, schema.SpeedRollup, schema.Expiries} {
 		if _, ok := expiring[name]; ok {
 			t.Errorf("%s, a table of current state or the record of expiry, expires", name)
 		}
