@@ -97,8 +97,8 @@ func derivedTables() []string {
 // with no row kept, when a message with rows before the edge was first
 // seen, the curve by age of such a message, the speeds of a message with
 // no age row left, and the reads gained at a snapshot whose previous one
-// expired. The rest is deleted and computed
-// again from the rows from the edge on.
+// expired. The rest is deleted and computed again from the rows from the
+// edge on.
 func (h *History) rebuild(ctx context.Context, projects []int64) error {
 	ctx = h.conn.SyncInserts(ctx)
 	edges, err := expiry.ReadEdges(ctx, h.conn)

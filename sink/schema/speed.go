@@ -76,9 +76,9 @@ const SpeedRollup = "message_read_speed_rollup"
 //
 // The table stores a row in seven columns, not a column per value: on
 // 18.16, which writes every column of a part as files of its own, a
-// column per value made 78 files of each part an INSERT writes (a part
-// per partition its messages span), most of what a pass's INSERTs
-// created. The values are packed into one array
+// column per value made 78 files of each part an INSERT writes (then a
+// part per month of creation its messages spanned), most of what a
+// pass's INSERTs created. The values are packed into one array
 // (speed_values), their NULLs into a bit mask (speed_nulls) and the one
 // fraction into a column of its own; each value is also an ALIAS column of
 // its name and type, so that every reader (the view, the carry's read,
