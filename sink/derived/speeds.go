@@ -32,7 +32,8 @@ import (
 //
 // A message whose row cannot decide is computed again from its whole
 // curve (schema.SpeedRefill), as the reconcile does: a message without a
-// row (its row expired, or its project was not read before the write), a
+// row (one whose earlier refresh failed, or whose project was not read
+// before the write), a
 // snapshot older than the row's latest (a write out of order, a
 // backfill), a latest count whose share's bound
 // falls (a bucket before the share's may reach the lower bound), a share
