@@ -33,10 +33,9 @@ import (
 // A message whose row cannot decide is computed again from its whole
 // curve (schema.SpeedRefill), as the reconcile does: a message without a
 // row (one whose earlier refresh failed, or whose project was not read
-// before the write), a
-// snapshot older than the row's latest (a write out of order, a
-// backfill), a latest count whose share's bound
-// falls (a bucket before the share's may reach the lower bound), a share
+// before the write), a snapshot older than the row's latest (a write out
+// of order, a backfill), a latest count whose share's bound falls (a
+// bucket before the share's may reach the lower bound), a share
 // whose bound a bucket between the share's and the latest reaches (the
 // row holds their most reads, not which one reaches first), a create_at
 // that changed, and a row that did not see the message's latest snapshot
