@@ -211,24 +211,11 @@ func (h *History) keptAtEdge(ctx context.Context, edge uint32) (keptAtEdge, erro
 	k := keptAtEdge{gains: chconn.SnapshotSet{}}
 	snapshots := h.names.Table(schema.SnapshotsTable.Name())
 	in := h.names.InExt("project_id", "rebuilt")
-	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s ORDER BY project_id, message_id", snapshots, in),
-		func(rows driver.Rows) error {
-			var m msgKey
-			err := rows.Scan(&m.project, &m.message)
-			k.latest = append(k.latest, m)
-			return err
-		})
-	if err != nil {
+	var err error
+	if k.latest, err = h.messagesOf(ctx, snapshots, in); err != nil {
 		return k, fmt.Errorf("read the messages with rows kept: %w", err)
 	}
-	err = chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s ORDER BY project_id, message_id", h.names.Table(schema.AgeRollup), in),
-		func(rows driver.Rows) error {
-			var m msgKey
-			err := rows.Scan(&m.project, &m.message)
-			k.curves = append(k.curves, m)
-			return err
-		})
-	if err != nil {
+	if k.curves, err = h.messagesOf(ctx, h.names.Table(schema.AgeRollup), in); err != nil {
 		return k, fmt.Errorf("read the messages with a curve kept: %w", err)
 	}
 	// A message seen before the edge: its first snapshot kept is one whose
@@ -269,6 +256,20 @@ ORDER BY project_id, message_id`, h.names.Table(schema.FirstRollup), in, snapsho
 		return k, fmt.Errorf("read when the messages were first seen: %w", err)
 	}
 	return k, nil
+}
+
+// messagesOf reads the messages of table (a qualified name) whose rows
+// where selects, in order.
+func (h *History) messagesOf(ctx context.Context, table, where string) ([]msgKey, error) {
+	var out []msgKey
+	err := chconn.QueryEach(ctx, h.conn, fmt.Sprintf("SELECT DISTINCT project_id, message_id FROM %s WHERE %s ORDER BY project_id, message_id", table, where),
+		func(rows driver.Rows) error {
+			var m msgKey
+			err := rows.Scan(&m.project, &m.message)
+			out = append(out, m)
+			return err
+		})
+	return out, err
 }
 
 // deletionTuples bounds the (project, message) pairs one deletion names:
